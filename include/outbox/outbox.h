@@ -1,0 +1,191 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * outbox.h - write events into the outbox inside the caller's transaction.
+ *
+ * Rules that hold for every function declared here:
+ *   - A function that can fail returns outbox_status; OUTBOX_OK is 0.
+ *   - If `err` is not NULL it is reset on entry and receives the reason for
+ *     a failure, so it needs no initialization.
+ *   - Arguments are borrowed: the library copies whatever it keeps.
+ *   - x_new() returns an object the caller owns and releases with x_free();
+ *     x_free(NULL) does nothing.
+ *   - Out-parameters are written only on success.
+ *   - The library never prints and never begins, commits or rolls back the
+ *     caller's transaction (outbox_migrate(), which runs its own, excepted).
+ *   - Objects are not shared between threads unless a function says so.
+ */
+#ifndef OUTBOX_OUTBOX_H
+#define OUTBOX_OUTBOX_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+#include <libpq-fe.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define OUTBOX_API __attribute__((visibility("default")))
+
+/* Codes say what the caller should do next, not where the error came from. */
+typedef enum outbox_status {
+    OUTBOX_OK = 0,
+    OUTBOX_EINVAL,       /* bad argument, envelope or setting; retrying will not help */
+    OUTBOX_ENOMEM,       /* out of memory */
+    OUTBOX_ENOTXN,       /* the connection is not inside an open transaction */
+    OUTBOX_EUNAVAILABLE, /* server unreachable or timed out; retry later, spend no attempt */
+    OUTBOX_EDB,          /* the database refused; see outbox_error.sqlstate */
+    OUTBOX_EREJECTED,    /* the broker or a handler refused this item; retry with backoff */
+    OUTBOX_ECONFLICT,    /* someone else holds it (lease, claim); defer, spend no attempt */
+} outbox_status;
+
+typedef struct outbox_error {
+    outbox_status code;
+    char sqlstate[6]; /* five-character SQLSTATE when the database refused, else "" */
+    char message[512];
+} outbox_error;
+
+/* "OUTBOX_EINVAL" and so on; never NULL. */
+OUTBOX_API const char *outbox_status_name(outbox_status status);
+
+/* The library's version, "MAJOR.MINOR.PATCH". */
+OUTBOX_API const char *outbox_version(void);
+
+/* ---- events ---------------------------------------------------------------------------- */
+
+/* Limits on a well-formed envelope. */
+enum {
+    OUTBOX_DEFAULT_MAX_ENVELOPE_BYTES = 512 * 1024, /* fits 1 MiB max_payload with headers */
+    OUTBOX_DEFAULT_MAX_PAYLOAD_DEPTH = 64,
+    OUTBOX_MAX_ROUTE_BYTES = 222,  /* aggregate_type "." event_type; 255 - 32 - 1 */
+    OUTBOX_MAX_PREFIX_BYTES = 32,  /* subject prefix, so every valid route fits 255 */
+    OUTBOX_MAX_TENANT_BYTES = 128, /* tenant_id */
+    OUTBOX_MAX_DATA_SUBJECT_BYTES = 256,
+};
+
+/* An event being built. Opaque: use the functions below. */
+typedef struct outbox_event outbox_event;
+
+/*
+ * A new event with a fresh UUIDv7 id (monotonic within the process) and
+ * occurred_at set to now. Returns NULL when out of memory or when the
+ * system has no randomness to give.
+ */
+OUTBOX_API outbox_event *outbox_event_new(void);
+OUTBOX_API void outbox_event_free(outbox_event *ev);
+
+/*
+ * Sets the route: `aggregate_type` is one token of [A-Za-z0-9_-], `event_type`
+ * one or more such tokens joined by dots, and must not repeat the aggregate
+ * type as its first token. OUTBOX_EINVAL names the field and value.
+ */
+OUTBOX_API outbox_status outbox_event_set_route(outbox_event *ev, const char *aggregate_type,
+                                                const char *event_type, outbox_error *err);
+
+/* `aggregate_id` is a UUID in canonical 8-4-4-4-12 form (either case; stored lower-case). */
+OUTBOX_API outbox_status outbox_event_set_aggregate_id(outbox_event *ev, const char *aggregate_id,
+                                                       outbox_error *err);
+
+/*
+ * The payload must be a JSON object ({} is valid), nested no deeper than the
+ * writer's limit, with no NUL characters (PostgreSQL cannot store them).
+ * Keeps its own reference to `payload`; the caller still owns theirs.
+ */
+OUTBOX_API outbox_status outbox_event_set_payload(outbox_event *ev, json_t *payload,
+                                                  outbox_error *err);
+
+/* Same, from JSON text of `len` bytes (need not be NUL-terminated). */
+OUTBOX_API outbox_status outbox_event_set_payload_json(outbox_event *ev, const char *json,
+                                                       size_t len, outbox_error *err);
+
+/* Optional fields; NULL clears. See the limits above; no control characters. */
+OUTBOX_API outbox_status outbox_event_set_tenant_id(outbox_event *ev, const char *tenant_id,
+                                                    outbox_error *err);
+OUTBOX_API outbox_status outbox_event_set_data_subject(outbox_event *ev, const char *data_subject,
+                                                       outbox_error *err);
+/* W3C trace context: "00-<32 hex>-<16 hex>-<2 hex>", ids not all zero. */
+OUTBOX_API outbox_status outbox_event_set_traceparent(outbox_event *ev, const char *traceparent,
+                                                      outbox_error *err);
+
+/* Overrides occurred_at (milliseconds since the Unix epoch, UTC). */
+OUTBOX_API outbox_status outbox_event_set_occurred_at_ms(outbox_event *ev, int64_t unix_ms,
+                                                         outbox_error *err);
+
+/* The event's UUIDv7 as lower-case text. Valid until outbox_event_free(ev). */
+OUTBOX_API const char *outbox_event_id(const outbox_event *ev);
+
+/*
+ * The envelope as compact JSON, exactly what will be stored and published.
+ * Fails with OUTBOX_EINVAL if a required field is missing. `*json` is valid
+ * until the event is changed or freed.
+ */
+OUTBOX_API outbox_status outbox_event_envelope_json(outbox_event *ev, const char **json,
+                                                    size_t *len, outbox_error *err);
+
+/* ---- writing --------------------------------------------------------------------------- */
+
+typedef struct outbox_writer_options {
+    const char *schema;        /* outbox schema, default "outbox"; [a-z_][a-z0-9_]{0,62} */
+    size_t max_envelope_bytes; /* default OUTBOX_DEFAULT_MAX_ENVELOPE_BYTES */
+    int max_payload_depth;     /* default OUTBOX_DEFAULT_MAX_PAYLOAD_DEPTH */
+} outbox_writer_options;
+
+/* Fills `opts` with the defaults. */
+OUTBOX_API void outbox_writer_options_init(outbox_writer_options *opts);
+
+/*
+ * A configured writer: the schema and limits, checked once. Immutable after
+ * creation, so one writer may be shared by many threads (each with its own
+ * connection). OUTBOX_EINVAL for a bad schema name or limit.
+ */
+typedef struct outbox_writer outbox_writer;
+OUTBOX_API outbox_status outbox_writer_new(const outbox_writer_options *opts, outbox_writer **out,
+                                           outbox_error *err);
+OUTBOX_API void outbox_writer_free(outbox_writer *w);
+
+/*
+ * Validates `ev` and inserts it through `conn`, which must be inside an open
+ * transaction (OUTBOX_ENOTXN otherwise): the event exists if and only if
+ * that transaction commits. A validation failure (OUTBOX_EINVAL) sends
+ * nothing, so the caller's transaction stays usable; a database error
+ * (OUTBOX_EDB, OUTBOX_EUNAVAILABLE) leaves it aborted, as any failed
+ * statement does.
+ */
+OUTBOX_API outbox_status outbox_writer_enqueue(const outbox_writer *w, PGconn *conn,
+                                               outbox_event *ev, outbox_error *err);
+
+/*
+ * Same for `count` events in one round trip. All are validated before
+ * anything is sent; the first invalid one fails the call, naming its index.
+ */
+OUTBOX_API outbox_status outbox_writer_enqueue_batch(const outbox_writer *w, PGconn *conn,
+                                                     outbox_event *const *events, size_t count,
+                                                     outbox_error *err);
+
+/* outbox_writer_enqueue{,_batch} with the default options (schema "outbox"). */
+OUTBOX_API outbox_status outbox_enqueue(PGconn *conn, outbox_event *ev, outbox_error *err);
+OUTBOX_API outbox_status outbox_enqueue_batch(PGconn *conn, outbox_event *const *events,
+                                              size_t count, outbox_error *err);
+
+/* ---- schema ---------------------------------------------------------------------------- */
+
+/*
+ * Brings `schema` (NULL: "outbox") up to the newest migration this library
+ * carries. Runs its own transactions, so `conn` must not be inside one;
+ * safe to run from any number of processes at once (an advisory lock
+ * serializes them). `*applied`, if not NULL, receives how many migrations
+ * this call applied.
+ */
+OUTBOX_API outbox_status outbox_migrate(PGconn *conn, const char *schema, int *applied,
+                                        outbox_error *err);
+
+/* Checks a schema name: [a-z_][a-z0-9_]{0,62}. OUTBOX_EINVAL names the value. */
+OUTBOX_API outbox_status outbox_schema_name_check(const char *schema, outbox_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* OUTBOX_OUTBOX_H */

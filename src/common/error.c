@@ -1,0 +1,117 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * error.c - filling an outbox_error.
+ *
+ * The failure path allocates nothing: the error has fixed buffers, and a
+ * message that does not fit is cut, never grown.
+ */
+#include "error.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "banned.h"
+
+void
+obx_error_reset(outbox_error *err)
+{
+    if (err != NULL) {
+        err->code = OUTBOX_OK;
+        err->sqlstate[0] = '\0';
+        err->message[0] = '\0';
+    }
+}
+
+outbox_status
+obx_fail(outbox_error *err, outbox_status code, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (err == NULL || err->code != OUTBOX_OK) {
+        return code;
+    }
+    err->code = code;
+    va_start(ap, fmt);
+    vsnprintf(err->message, sizeof(err->message), fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+/* SQLSTATEs that mean "the server is going away or cannot serve now". */
+static int
+sqlstate_is_transient(const char *sqlstate)
+{
+    if (sqlstate == NULL || strlen(sqlstate) != 5) {
+        return 0;
+    }
+    return strncmp(sqlstate, "08", 2) == 0 || strncmp(sqlstate, "53", 2) == 0 ||
+           strcmp(sqlstate, "57P01") == 0 || strcmp(sqlstate, "57P02") == 0 ||
+           strcmp(sqlstate, "57P03") == 0;
+}
+
+/* libpq messages end in a newline; ours never do. */
+static void
+trim_newline(char *s)
+{
+    size_t len = strlen(s);
+
+    while (len > 0 && (s[len - 1] == '\n' || s[len - 1] == ' ')) {
+        s[--len] = '\0';
+    }
+}
+
+outbox_status
+obx_fail_pg(outbox_error *err, PGconn *conn, const PGresult *res, const char *doing)
+{
+    const char *sqlstate = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+    const char *reason = res ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : NULL;
+    outbox_status code = OUTBOX_EDB;
+
+    if (conn == NULL || PQstatus(conn) == CONNECTION_BAD || sqlstate_is_transient(sqlstate)) {
+        code = OUTBOX_EUNAVAILABLE;
+    }
+    if (err == NULL || err->code != OUTBOX_OK) {
+        return code;
+    }
+    if (reason == NULL) {
+        reason = conn != NULL ? PQerrorMessage(conn) : "no connection";
+    }
+    if (reason[0] == '\0') {
+        reason = "connection lost";
+    }
+    obx_fail(err, code, "%s: %s", doing, reason);
+    trim_newline(err->message);
+    snprintf(err->sqlstate, sizeof(err->sqlstate), "%s", sqlstate ? sqlstate : "");
+    return code;
+}
+
+int
+obx_error_is_sqlstate(const outbox_error *err, const char *sqlstate)
+{
+    return err != NULL && err->code == OUTBOX_EDB && strcmp(err->sqlstate, sqlstate) == 0;
+}
+
+const char *
+outbox_status_name(outbox_status status)
+{
+    switch (status) {
+    case OUTBOX_OK:
+        return "OUTBOX_OK";
+    case OUTBOX_EINVAL:
+        return "OUTBOX_EINVAL";
+    case OUTBOX_ENOMEM:
+        return "OUTBOX_ENOMEM";
+    case OUTBOX_ENOTXN:
+        return "OUTBOX_ENOTXN";
+    case OUTBOX_EUNAVAILABLE:
+        return "OUTBOX_EUNAVAILABLE";
+    case OUTBOX_EDB:
+        return "OUTBOX_EDB";
+    case OUTBOX_EREJECTED:
+        return "OUTBOX_EREJECTED";
+    case OUTBOX_ECONFLICT:
+        return "OUTBOX_ECONFLICT";
+    }
+    return "OUTBOX_UNKNOWN";
+}

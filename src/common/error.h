@@ -1,0 +1,34 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * error.h - filling an outbox_error.
+ *
+ * Public entry points clear `err` once with obx_error_reset(); everything
+ * below them reports with obx_fail(). Only the first failure is kept: the
+ * root cause is worth more than the cleanup errors that follow it.
+ */
+#ifndef OBX_ERROR_H
+#define OBX_ERROR_H
+
+#include <libpq-fe.h>
+
+#include "outbox/outbox.h"
+
+void obx_error_reset(outbox_error *err);
+
+/* Returns `code`, so callers can write `return obx_fail(err, ...);`. */
+outbox_status obx_fail(outbox_error *err, outbox_status code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/*
+ * Classifies a failed libpq call by meaning: a lost connection, or a
+ * SQLSTATE of class 08 (connection), 57P01-57P03 (shutdown) or 53 (out of
+ * resources), is OUTBOX_EUNAVAILABLE (retry later, spend no attempt);
+ * anything else the server answered is OUTBOX_EDB with its SQLSTATE. `res`
+ * may be NULL when libpq ran out of memory.
+ */
+outbox_status obx_fail_pg(outbox_error *err, PGconn *conn, const PGresult *res, const char *doing);
+
+/* True if `err` holds a database error with exactly this SQLSTATE. */
+int obx_error_is_sqlstate(const outbox_error *err, const char *sqlstate);
+
+#endif

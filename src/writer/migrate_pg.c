@@ -1,0 +1,203 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * migrate_pg.c - applies the embedded forward-only migrations.
+ *
+ * Each migration runs in its own transaction holding a transaction-scoped
+ * advisory lock keyed by the schema name, so any number of processes can
+ * migrate at once: the first applies, the others wait, see the version row
+ * and do nothing. Creating the schema and the version table happens under
+ * the same lock, because CREATE ... IF NOT EXISTS is not safe against a
+ * concurrent CREATE (it fails with 23505 instead of skipping).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+#include "sql.h"
+#include "sql_gen.h"
+#include "banned.h"
+
+/* First half of the advisory lock key: "obxm"; the second is the schema's hash. */
+#define MIGRATE_LOCK_CLASS "1868724333"
+
+/* A waiting migrator gives up after this long rather than queue forever. */
+#define MIGRATE_LOCK_TIMEOUT "SET LOCAL lock_timeout = '60s'"
+
+static outbox_status
+exec_simple(PGconn *conn, const char *sql, const char *doing, outbox_error *err)
+{
+    PGresult *res = PQexec(conn, sql);
+    ExecStatusType st = PQresultStatus(res);
+    outbox_status status = OUTBOX_OK;
+
+    if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
+        status = obx_fail_pg(err, conn, res, doing);
+    }
+    PQclear(res);
+    return status;
+}
+
+/* Renders `sql_template` for the schema and runs it. */
+static outbox_status
+exec_rendered(PGconn *conn, const char *sql_template, const char *quoted, const char *doing,
+              outbox_error *err)
+{
+    char *sql = obx_sql_render(sql_template, quoted);
+    outbox_status status;
+
+    if (sql == NULL) {
+        return obx_fail(err, OUTBOX_ENOMEM, "%s: out of memory", doing);
+    }
+    status = exec_simple(conn, sql, doing, err);
+    free(sql);
+    return status;
+}
+
+/* Takes the lock and makes sure the schema and its version table exist. */
+static outbox_status
+lock_and_prepare(PGconn *conn, const char *schema, const char *quoted, outbox_error *err)
+{
+    const char *params[] = {schema};
+    PGresult *res;
+    char create_schema[128];
+    outbox_status status;
+
+    status = exec_simple(conn, MIGRATE_LOCK_TIMEOUT, "migrate: set lock_timeout", err);
+    if (status != OUTBOX_OK) {
+        return status;
+    }
+    res = PQexecParams(conn, "SELECT pg_advisory_xact_lock(" MIGRATE_LOCK_CLASS ", hashtext($1))",
+                       1, NULL, params, NULL, NULL, 0);
+    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+        status = obx_fail_pg(err, conn, res, "migrate: take the migration lock");
+    }
+    PQclear(res);
+    if (status != OUTBOX_OK) {
+        return status;
+    }
+    /* `quoted` ends in a dot; CREATE SCHEMA wants the bare quoted name. */
+    snprintf(create_schema, sizeof(create_schema), "CREATE SCHEMA IF NOT EXISTS %.*s",
+             (int)strlen(quoted) - 1, quoted);
+    status = exec_simple(conn, create_schema, "migrate: create schema", err);
+    if (status != OUTBOX_OK) {
+        return status;
+    }
+    return exec_rendered(conn,
+                         "CREATE TABLE IF NOT EXISTS /*schema*/schema_migrations ("
+                         " version integer PRIMARY KEY,"
+                         " name text NOT NULL,"
+                         " applied_at timestamptz NOT NULL DEFAULT now())",
+                         quoted, "migrate: create schema_migrations", err);
+}
+
+/* Sets `*done` when `version` already has its row. */
+static outbox_status
+is_applied(PGconn *conn, const char *quoted, int version, int *done, outbox_error *err)
+{
+    char *sql = obx_sql_render("SELECT 1 FROM /*schema*/schema_migrations WHERE version = $1",
+                               quoted);
+    char version_text[16];
+    const char *params[] = {version_text};
+    PGresult *res;
+    outbox_status status = OUTBOX_OK;
+
+    if (sql == NULL) {
+        return obx_fail(err, OUTBOX_ENOMEM, "migrate: out of memory");
+    }
+    snprintf(version_text, sizeof(version_text), "%d", version);
+    res = PQexecParams(conn, sql, 1, NULL, params, NULL, NULL, 0);
+    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+        status = obx_fail_pg(err, conn, res, "migrate: read schema_migrations");
+    } else {
+        *done = PQntuples(res) > 0;
+    }
+    PQclear(res);
+    free(sql);
+    return status;
+}
+
+static outbox_status
+record_applied(PGconn *conn, const char *quoted, const struct obx_migration *m, outbox_error *err)
+{
+    char *sql = obx_sql_render(
+        "INSERT INTO /*schema*/schema_migrations (version, name) VALUES ($1, $2)", quoted);
+    char version_text[16];
+    const char *params[] = {version_text, m->name};
+    PGresult *res;
+    outbox_status status = OUTBOX_OK;
+
+    if (sql == NULL) {
+        return obx_fail(err, OUTBOX_ENOMEM, "migrate: out of memory");
+    }
+    snprintf(version_text, sizeof(version_text), "%d", m->version);
+    res = PQexecParams(conn, sql, 2, NULL, params, NULL, NULL, 0);
+    if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+        status = obx_fail_pg(err, conn, res, "migrate: record version");
+    }
+    PQclear(res);
+    free(sql);
+    return status;
+}
+
+/* One migration, in its own transaction; `*applied` counts it if it ran. */
+static outbox_status
+apply_one(PGconn *conn, const char *schema, const char *quoted, const struct obx_migration *m,
+          int *applied, outbox_error *err)
+{
+    char doing[96];
+    int done = 0;
+    outbox_status status = exec_simple(conn, "BEGIN", "migrate: begin", err);
+
+    if (status == OUTBOX_OK) {
+        status = lock_and_prepare(conn, schema, quoted, err);
+    }
+    if (status == OUTBOX_OK) {
+        status = is_applied(conn, quoted, m->version, &done, err);
+    }
+    if (status == OUTBOX_OK && !done) {
+        snprintf(doing, sizeof(doing), "migrate: apply %04d_%s", m->version, m->name);
+        status = exec_rendered(conn, m->sql, quoted, doing, err);
+        if (status == OUTBOX_OK) {
+            status = record_applied(conn, quoted, m, err);
+        }
+    }
+    if (status == OUTBOX_OK) {
+        status = exec_simple(conn, "COMMIT", "migrate: commit", err);
+        *applied += status == OUTBOX_OK && !done;
+    } else {
+        PQclear(PQexec(conn, "ROLLBACK"));
+    }
+    return status;
+}
+
+outbox_status
+outbox_migrate(PGconn *conn, const char *schema, int *applied, outbox_error *err)
+{
+    char quoted[OBX_SCHEMA_QUOTED_CAP];
+    int count = 0;
+    outbox_status status;
+
+    obx_error_reset(err);
+    if (schema == NULL) {
+        schema = "outbox";
+    }
+    status = obx_sql_quote_schema(schema, quoted, err);
+    if (status != OUTBOX_OK) {
+        return status;
+    }
+    if (conn == NULL || PQstatus(conn) != CONNECTION_OK) {
+        return obx_fail(err, OUTBOX_EUNAVAILABLE, "migrate: no database connection");
+    }
+    if (PQtransactionStatus(conn) != PQTRANS_IDLE) {
+        return obx_fail(err, OUTBOX_EINVAL,
+                        "migrate: the connection is inside a transaction; migrate runs its own");
+    }
+    for (int i = 0; i < obx_migration_count && status == OUTBOX_OK; i++) {
+        status = apply_one(conn, schema, quoted, &obx_migrations[i], &count, err);
+    }
+    if (status == OUTBOX_OK && applied != NULL) {
+        *applied = count;
+    }
+    return status;
+}

@@ -1,0 +1,13 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * version.c - the library's version, set by the build from project().
+ */
+#include "outbox/outbox.h"
+
+#include "banned.h"
+
+const char *
+outbox_version(void)
+{
+    return OUTBOX_VERSION_STRING;
+}
