@@ -58,7 +58,7 @@ OUTBOX_API const char *outbox_version(void);
 /* Limits on a well-formed envelope. */
 enum {
     OUTBOX_DEFAULT_MAX_ENVELOPE_BYTES = 512 * 1024, /* fits 1 MiB max_payload with headers */
-    OUTBOX_DEFAULT_MAX_PAYLOAD_DEPTH = 64,
+    OUTBOX_MAX_PAYLOAD_DEPTH = 64,                  /* {} is depth 1 */
     OUTBOX_MAX_ROUTE_BYTES = 222,  /* aggregate_type "." event_type; 255 - 32 - 1 */
     OUTBOX_MAX_PREFIX_BYTES = 32,  /* subject prefix, so every valid route fits 255 */
     OUTBOX_MAX_TENANT_BYTES = 128, /* tenant_id */
@@ -89,8 +89,9 @@ OUTBOX_API outbox_status outbox_event_set_aggregate_id(outbox_event *ev, const c
                                                        outbox_error *err);
 
 /*
- * The payload must be a JSON object ({} is valid), nested no deeper than the
- * writer's limit, with no NUL characters (PostgreSQL cannot store them).
+ * The payload must be a JSON object ({} is valid), nested no deeper than
+ * OUTBOX_MAX_PAYLOAD_DEPTH, with no NUL characters (PostgreSQL cannot store
+ * them) and valid UTF-8 strings.
  * Keeps its own reference to `payload`; the caller still owns theirs.
  */
 OUTBOX_API outbox_status outbox_event_set_payload(outbox_event *ev, json_t *payload,
@@ -128,8 +129,7 @@ OUTBOX_API outbox_status outbox_event_envelope_json(outbox_event *ev, const char
 
 typedef struct outbox_writer_options {
     const char *schema;        /* outbox schema, default "outbox"; [a-z_][a-z0-9_]{0,62} */
-    size_t max_envelope_bytes; /* default OUTBOX_DEFAULT_MAX_ENVELOPE_BYTES */
-    int max_payload_depth;     /* default OUTBOX_DEFAULT_MAX_PAYLOAD_DEPTH */
+    size_t max_envelope_bytes; /* default OUTBOX_DEFAULT_MAX_ENVELOPE_BYTES; 1 KiB to 64 MiB */
 } outbox_writer_options;
 
 /* Fills `opts` with the defaults. */

@@ -185,7 +185,7 @@ $fn$;
 -- or NULL when it is valid. Both writers run the same test cases.
 CREATE FUNCTION /*schema*/event_error(aggregate_type text, aggregate_id text, event_type text,
                                       payload jsonb, tenant_id text, data_subject text,
-                                      traceparent text, max_payload_depth integer)
+                                      traceparent text)
 RETURNS text LANGUAGE plpgsql IMMUTABLE
 SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
@@ -218,8 +218,8 @@ BEGIN
         RETURN 'payload is required';
     ELSIF jsonb_typeof(payload) <> 'object' THEN
         RETURN format('payload must be a JSON object, not %s', jsonb_typeof(payload));
-    ELSIF /*schema*/jsonb_depth(payload, max_payload_depth) > max_payload_depth THEN
-        RETURN format('payload is nested deeper than %s levels', max_payload_depth);
+    ELSIF /*schema*/jsonb_depth(payload, 64) > 64 THEN
+        RETURN 'payload is nested deeper than 64 levels';
     ELSIF tenant_id IS NOT NULL AND (octet_length(tenant_id) NOT BETWEEN 1 AND 128
                                      OR tenant_id ~ '[\x01-\x1f\x7f]') THEN
         RETURN format('tenant_id %s must be 1 to 128 bytes without control characters',
@@ -240,9 +240,9 @@ END
 $fn$;
 
 -- The SQL writer: the same validated insert path as the C API, for psql,
--- Go, Python... Returns the new event's id. Limits come from the settings
--- outbox.max_envelope_bytes and outbox.max_payload_depth when set (SET or
--- ALTER ROLE ... SET), else the defaults. The size is measured on
+-- Go, Python... Returns the new event's id. The size limit comes from the
+-- setting outbox.max_envelope_bytes when set (SET, or ALTER ROLE ... SET),
+-- else the default of 512 KiB. The size is measured on
 -- PostgreSQL's text form of the envelope, which is a little larger than
 -- the compact form the C writer measures.
 CREATE FUNCTION /*schema*/enqueue(aggregate_type text, aggregate_id text, event_type text,
@@ -256,14 +256,12 @@ DECLARE
     new_id uuid := /*schema*/uuid_v7(at);
     max_bytes integer := coalesce(nullif(current_setting('outbox.max_envelope_bytes', true), '')::integer,
                                   524288);
-    max_depth integer := coalesce(nullif(current_setting('outbox.max_payload_depth', true), '')::integer,
-                                  64);
     problem text;
     envelope jsonb;
     envelope_bytes integer;
 BEGIN
     problem := /*schema*/event_error(aggregate_type, aggregate_id, event_type, payload, tenant_id,
-                                     data_subject, traceparent, max_depth);
+                                     data_subject, traceparent);
     IF problem IS NOT NULL THEN
         RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = problem;
     END IF;

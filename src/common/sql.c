@@ -12,8 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "error.h"
 #include "banned.h"
+#include "error.h"
 
 static const char schema_marker[] = "/*schema*/";
 
@@ -38,8 +38,8 @@ outbox_schema_name_check(const char *schema, outbox_error *err)
     len = strlen(schema);
     for (size_t i = 0; i < len; i++) {
         if (!schema_char_ok(schema[i], i == 0) || i >= OBX_SCHEMA_MAX_LEN) {
-            return obx_fail(err, OUTBOX_EINVAL,
-                            "schema \"%.80s\" must match [a-z_][a-z0-9_]{0,62}", schema);
+            return obx_fail(err, OUTBOX_EINVAL, "schema \"%.80s\" must match [a-z_][a-z0-9_]{0,62}",
+                            schema);
         }
     }
     if (strncmp(schema, "pg_", 3) == 0) {

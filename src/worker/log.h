@@ -18,11 +18,11 @@ void obx_log_write(outbox_log_level level, const char *fmt, ...)
  * Skips formatting entirely when nobody listens or the level is filtered
  * out. Write a constant message first, then key=value fields.
  */
-#define obx_log(level, ...)                                              \
-    do {                                                                 \
-        if (obx_log_enabled && (level) >= obx_log_min_level) {           \
-            obx_log_write((level), __VA_ARGS__);                         \
-        }                                                                \
+#define obx_log(level, ...)                                    \
+    do {                                                       \
+        if (obx_log_enabled && (level) >= obx_log_min_level) { \
+            obx_log_write((level), __VA_ARGS__);               \
+        }                                                      \
     } while (0)
 
 #endif

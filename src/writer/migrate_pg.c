@@ -13,10 +13,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "banned.h"
 #include "error.h"
 #include "sql.h"
 #include "sql_gen.h"
-#include "banned.h"
 
 /* First half of the advisory lock key: "obxm"; the second is the schema's hash. */
 #define MIGRATE_LOCK_CLASS "1868724333"
@@ -95,8 +95,8 @@ lock_and_prepare(PGconn *conn, const char *schema, const char *quoted, outbox_er
 static outbox_status
 is_applied(PGconn *conn, const char *quoted, int version, int *done, outbox_error *err)
 {
-    char *sql = obx_sql_render("SELECT 1 FROM /*schema*/schema_migrations WHERE version = $1",
-                               quoted);
+    char *sql =
+        obx_sql_render("SELECT 1 FROM /*schema*/schema_migrations WHERE version = $1", quoted);
     char version_text[16];
     const char *params[] = {version_text};
     PGresult *res;

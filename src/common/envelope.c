@@ -1,0 +1,202 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * envelope.c - v1 envelope serialization and checks.
+ *
+ * Serialization writes the fields by hand around the payload text: the
+ * writer keeps the payload as the caller's JSON text, so numbers keep
+ * their exact digits (PostgreSQL stores them as numeric).
+ */
+#include "envelope.h"
+
+#include <string.h>
+
+#include "banned.h"
+#include "error.h"
+#include "fields.h"
+#include "payload.h"
+#include "subject.h"
+#include "text.h"
+
+static void
+append_string_field(struct obx_buf *out, const char *key, const char *value)
+{
+    if (value == NULL) {
+        return;
+    }
+    obx_buf_appendf(out, ",\"%s\":", key);
+    obx_json_quote(out, value, strlen(value));
+}
+
+void
+obx_envelope_serialize(const struct obx_envelope_fields *f, struct obx_buf *out)
+{
+    /* id, types and ids are tokens or hex: nothing to escape. */
+    obx_buf_appendf(out, "{\"id\":\"%s\",\"event_type\":\"%s\",\"aggregate_type\":\"%s\",", f->id,
+                    f->event_type, f->aggregate_type);
+    obx_buf_appendf(out, "\"aggregate_id\":\"%s\"", f->aggregate_id);
+    append_string_field(out, "tenant_id", f->tenant_id);
+    obx_buf_appendf(out, ",\"occurred_at\":\"%s\",\"schema_version\":1", f->occurred_at);
+    append_string_field(out, "data_subject", f->data_subject);
+    append_string_field(out, "traceparent", f->traceparent);
+    obx_buf_append_str(out, ",\"payload\":");
+    obx_buf_append(out, f->payload_json, f->payload_len);
+    obx_buf_append_str(out, "}");
+}
+
+static const char *const required_keys[] = {
+    "id",          "event_type",     "aggregate_type", "aggregate_id",
+    "occurred_at", "schema_version", "payload",
+};
+
+static const char *const known_keys[] = {
+    "id",          "event_type",     "aggregate_type", "aggregate_id", "tenant_id",
+    "occurred_at", "schema_version", "data_subject",   "traceparent",  "payload",
+};
+
+/* Reads an optional string member; a present non-string is an error. */
+static outbox_status
+string_member(json_t *doc, const char *key, int required, const char **out, outbox_error *err)
+{
+    json_t *v = json_object_get(doc, key);
+
+    if (v == NULL) {
+        *out = NULL;
+        return required ? obx_fail(err, OUTBOX_EINVAL, "envelope has no %s", key) : OUTBOX_OK;
+    }
+    if (!json_is_string(v)) {
+        return obx_fail(err, OUTBOX_EINVAL, "envelope %s must be a string", key);
+    }
+    *out = json_string_value(v);
+    if (strlen(*out) != json_string_length(v)) {
+        return obx_fail(err, OUTBOX_EINVAL, "envelope %s contains a NUL character", key);
+    }
+    return OUTBOX_OK;
+}
+
+static outbox_status
+check_shape(json_t *doc, outbox_error *err)
+{
+    const char *key;
+    json_t *value;
+
+    if (!json_is_object(doc)) {
+        return obx_fail(err, OUTBOX_EINVAL, "envelope must be a JSON object");
+    }
+    /* Missing fields first: a bare business payload reads best as "has no id". */
+    for (size_t i = 0; i < sizeof(required_keys) / sizeof(required_keys[0]); i++) {
+        if (json_object_get(doc, required_keys[i]) == NULL) {
+            return obx_fail(err, OUTBOX_EINVAL, "envelope has no %s", required_keys[i]);
+        }
+    }
+    json_object_foreach(doc, key, value)
+    {
+        size_t i = 0;
+
+        while (i < sizeof(known_keys) / sizeof(known_keys[0]) && strcmp(key, known_keys[i]) != 0) {
+            i++;
+        }
+        if (i == sizeof(known_keys) / sizeof(known_keys[0])) {
+            char quoted[160];
+
+            obx_quote_for_message(key, quoted, sizeof(quoted));
+            return obx_fail(err, OUTBOX_EINVAL, "envelope has an unknown key %s", quoted);
+        }
+    }
+    /* Parsed with integers as reals (so huge payload numbers load): compare as a number. */
+    value = json_object_get(doc, "schema_version");
+    if (!json_is_number(value) || json_number_value(value) != 1.0) {
+        return obx_fail(err, OUTBOX_EINVAL, "envelope schema_version must be 1");
+    }
+    return obx_payload_check(json_object_get(doc, "payload"), err);
+}
+
+static outbox_status
+read_fields(struct obx_envelope *env, outbox_error *err)
+{
+    char canonical[OBX_UUID_TEXT_LEN + 1];
+    outbox_status st = OUTBOX_OK;
+    struct {
+        const char *key;
+        int required;
+        const char **slot;
+    } members[] = {
+        {"id", 1, &env->id},
+        {"event_type", 1, &env->event_type},
+        {"aggregate_type", 1, &env->aggregate_type},
+        {"aggregate_id", 1, &env->aggregate_id},
+        {"tenant_id", 0, &env->tenant_id},
+        {"occurred_at", 1, &env->occurred_at},
+        {"data_subject", 0, &env->data_subject},
+        {"traceparent", 0, &env->traceparent},
+    };
+
+    for (size_t i = 0; i < sizeof(members) / sizeof(members[0]) && st == OUTBOX_OK; i++) {
+        st = string_member(env->doc, members[i].key, members[i].required, members[i].slot, err);
+    }
+    if (st == OUTBOX_OK) {
+        st = obx_check_uuid_field("id", env->id, canonical, err);
+    }
+    /* Nats-Msg-Id is the id: a second spelling would escape deduplication. */
+    if (st == OUTBOX_OK && strcmp(canonical, env->id) != 0) {
+        st = obx_fail(err, OUTBOX_EINVAL, "envelope id \"%s\" is not lower-case", env->id);
+    }
+    if (st == OUTBOX_OK) {
+        st = obx_route_check(env->aggregate_type, env->event_type, err);
+    }
+    if (st == OUTBOX_OK) {
+        st = obx_check_uuid_field("aggregate_id", env->aggregate_id, canonical, err);
+    }
+    if (st == OUTBOX_OK) {
+        st = obx_check_label_field("tenant_id", env->tenant_id, OUTBOX_MAX_TENANT_BYTES, err);
+    }
+    if (st == OUTBOX_OK) {
+        st = obx_check_label_field("data_subject", env->data_subject, OUTBOX_MAX_DATA_SUBJECT_BYTES,
+                                   err);
+    }
+    if (st == OUTBOX_OK) {
+        st = obx_check_traceparent(env->traceparent, err);
+    }
+    if (st == OUTBOX_OK && !obx_timestamp_valid(env->occurred_at)) {
+        st = obx_fail(err, OUTBOX_EINVAL, "envelope occurred_at is not an RFC 3339 timestamp");
+    }
+    return st;
+}
+
+outbox_status
+obx_envelope_parse(const char *json, size_t len, size_t max_bytes, struct obx_envelope *out,
+                   outbox_error *err)
+{
+    struct obx_envelope env = {0};
+    json_error_t jerr;
+    outbox_status status;
+
+    if (len > max_bytes) {
+        return obx_fail(err, OUTBOX_EINVAL, "envelope is %zu bytes, over the limit of %zu", len,
+                        max_bytes);
+    }
+    env.doc =
+        json_loadb(json, len, JSON_DECODE_ANY | JSON_ALLOW_NUL | JSON_DECODE_INT_AS_REAL, &jerr);
+    if (env.doc == NULL) {
+        if (json_error_code(&jerr) == json_error_out_of_memory) {
+            return obx_fail(err, OUTBOX_ENOMEM, "envelope: out of memory");
+        }
+        return obx_fail(err, OUTBOX_EINVAL, "envelope is not valid JSON: %s", jerr.text);
+    }
+    status = check_shape(env.doc, err);
+    if (status == OUTBOX_OK) {
+        status = read_fields(&env, err);
+    }
+    if (status == OUTBOX_OK) {
+        *out = env;
+        env.doc = NULL;
+    }
+    json_decref(env.doc);
+    return status;
+}
+
+void
+obx_envelope_fini(struct obx_envelope *env)
+{
+    json_decref(env->doc);
+    memset(env, 0, sizeof(*env));
+}

@@ -1,0 +1,64 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * envelope.h - the v1 envelope: serialize it (writer) and parse and check
+ * it again (relay, outboxctl validate).
+ *
+ * {"id","event_type","aggregate_type","aggregate_id","tenant_id"?,
+ *  "occurred_at","schema_version":1,"data_subject"?,"traceparent"?,"payload"}
+ *
+ * DESIGN validates an envelope three times: by the writer, by table
+ * constraints, and by the relay before publishing. The first and third
+ * share these functions, so they cannot disagree.
+ */
+#ifndef OBX_ENVELOPE_H
+#define OBX_ENVELOPE_H
+
+#include <stddef.h>
+
+#include <jansson.h>
+
+#include "buf.h"
+#include "outbox/outbox.h"
+
+/* The fields of an envelope being written; all borrowed, optional ones may be NULL. */
+struct obx_envelope_fields {
+    const char *id;
+    const char *event_type;
+    const char *aggregate_type;
+    const char *aggregate_id;
+    const char *tenant_id;
+    const char *occurred_at;
+    const char *data_subject;
+    const char *traceparent;
+    const char *payload_json; /* already checked JSON text of the payload object */
+    size_t payload_len;
+};
+
+/* Appends the compact envelope JSON to `out` (check obx_buf_failed afterwards). */
+void obx_envelope_serialize(const struct obx_envelope_fields *f, struct obx_buf *out);
+
+/* A stored envelope, parsed and checked. */
+struct obx_envelope {
+    json_t *doc; /* owned */
+    /* Borrowed from `doc`; optional ones NULL when absent. */
+    const char *id;
+    const char *event_type;
+    const char *aggregate_type;
+    const char *aggregate_id;
+    const char *tenant_id;
+    const char *occurred_at;
+    const char *data_subject;
+    const char *traceparent;
+};
+
+/*
+ * Parses `json` and checks every v1 rule, including the size limit
+ * `max_bytes` on the text. On failure (OUTBOX_EINVAL) the message is the
+ * quarantine reason, and `out` is left empty.
+ */
+outbox_status obx_envelope_parse(const char *json, size_t len, size_t max_bytes,
+                                 struct obx_envelope *out, outbox_error *err);
+
+void obx_envelope_fini(struct obx_envelope *env);
+
+#endif

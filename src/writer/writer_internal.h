@@ -1,0 +1,19 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * writer_internal.h - what the writer's files share with each other.
+ */
+#ifndef OBX_WRITER_INTERNAL_H
+#define OBX_WRITER_INTERNAL_H
+
+#include <stddef.h>
+
+#include "outbox/outbox.h"
+
+/*
+ * The envelope of a complete event, serialized and cached in the event;
+ * `*json` is valid until the event changes. Does not reset `err`.
+ */
+outbox_status obx_event_envelope(outbox_event *ev, const char **json, size_t *len,
+                                 outbox_error *err);
+
+#endif
