@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "banned.h"
+#include "banned.h" /* last: poisons unsafe functions */
 
 void
 obx_buf_init(struct obx_buf *b)

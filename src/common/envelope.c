@@ -10,12 +10,13 @@
 
 #include <string.h>
 
-#include "banned.h"
 #include "error.h"
 #include "fields.h"
 #include "payload.h"
 #include "subject.h"
 #include "text.h"
+
+#include "banned.h" /* last: poisons unsafe functions */
 
 static void
 append_string_field(struct obx_buf *out, const char *key, const char *value)

@@ -11,7 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "banned.h"
+#include "banned.h" /* last: poisons unsafe functions */
 
 void
 obx_error_reset(outbox_error *err)

@@ -9,9 +9,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "banned.h"
 #include "error.h"
 #include "text.h"
+
+#include "banned.h" /* last: poisons unsafe functions */
 
 outbox_status
 obx_check_uuid_field(const char *field, const char *value, char *out, outbox_error *err)

@@ -7,9 +7,10 @@
 
 #include <string.h>
 
-#include "banned.h"
 #include "error.h"
 #include "text.h"
+
+#include "banned.h" /* last: poisons unsafe functions */
 
 static const char *
 json_type_name(const json_t *v)

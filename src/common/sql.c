@@ -12,8 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "banned.h"
 #include "error.h"
+
+#include "banned.h" /* last: poisons unsafe functions */
 
 static const char schema_marker[] = "/*schema*/";
 

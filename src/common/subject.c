@@ -8,9 +8,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "banned.h"
 #include "error.h"
 #include "text.h"
+
+#include "banned.h" /* last: poisons unsafe functions */
 
 static int
 token_char(char c)

@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "banned.h"
+#include "banned.h" /* last: poisons unsafe functions */
 
 /* Length of the sequence led by `c`, or 0 if `c` cannot lead one. */
 static size_t

@@ -15,7 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "banned.h"
+#include "banned.h" /* last: poisons unsafe functions */
 
 #define RAND_A_MASK 0x0fffu
 #define RAND_B_MASK ((UINT64_C(1) << 62) - 1)

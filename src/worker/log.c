@@ -10,7 +10,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 
-#include "banned.h"
+#include "banned.h" /* last: poisons unsafe functions */
 
 outbox_log_level obx_log_min_level = OUTBOX_LOG_ERROR;
 int obx_log_enabled = 0;

@@ -11,12 +11,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "banned.h"
 #include "buf.h"
 #include "error.h"
 #include "sql.h"
 #include "sql_gen.h"
 #include "writer_internal.h"
+
+#include "banned.h" /* last: poisons unsafe functions */
 
 struct outbox_writer {
     char *sql_one;   /* owned; enqueue_one.sql for this schema */

@@ -10,7 +10,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "banned.h"
 #include "buf.h"
 #include "envelope.h"
 #include "error.h"
@@ -19,6 +18,8 @@
 #include "subject.h"
 #include "uuid7.h"
 #include "writer_internal.h"
+
+#include "banned.h" /* last: poisons unsafe functions */
 
 struct outbox_event {
     char id[OBX_UUID_TEXT_LEN + 1];

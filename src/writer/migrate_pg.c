@@ -13,10 +13,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "banned.h"
 #include "error.h"
 #include "sql.h"
 #include "sql_gen.h"
+
+#include "banned.h" /* last: poisons unsafe functions */
 
 /* First half of the advisory lock key: "obxm"; the second is the schema's hash. */
 #define MIGRATE_LOCK_CLASS "1868724333"
