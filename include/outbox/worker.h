@@ -37,6 +37,90 @@ typedef void (*outbox_log_fn)(void *ctx, outbox_log_level level, const char *lin
  */
 OUTBOX_API void outbox_set_logger(outbox_log_fn fn, void *ctx, outbox_log_level min_level);
 
+/* ---- relay --------------------------------------------------------------------------- */
+
+typedef enum outbox_bus_kind {
+    OUTBOX_BUS_JETSTREAM, /* acked and deduplicated by Nats-Msg-Id: exactly once in the stream */
+    OUTBOX_BUS_NATS_CORE, /* fire-and-forget: at most once on the broker side */
+    OUTBOX_BUS_DB,        /* no broker: consumers read the outbox table directly */
+} outbox_bus_kind;
+
+typedef enum outbox_relay_mode {
+    OUTBOX_RELAY_MARK,  /* published rows become status done, kept for replay until retention */
+    OUTBOX_RELAY_PRUNE, /* published rows are deleted */
+} outbox_relay_mode;
+
+/* Everything a relay needs; fill with outbox_relay_options_init() first. Strings are borrowed
+ * until outbox_relay_new() returns (it copies them). */
+typedef struct outbox_relay_options {
+    const char *database_url;     /* libpq URL or key=value string; required */
+    const char *schema;           /* default "outbox" */
+    const char *nats_url;         /* default "nats://127.0.0.1:4222" */
+    outbox_bus_kind bus;          /* default OUTBOX_BUS_JETSTREAM */
+    outbox_relay_mode mode;       /* default OUTBOX_RELAY_MARK */
+    const char *stream;           /* default "EVENTS" */
+    const char *subject_prefix;   /* default "events" */
+    const char *ce_source;        /* CloudEvents source, default "pgoutbox" */
+    const char *name;             /* replica name for logs and server views; default host-pid */
+    const char *nats_creds_file;  /* NULL: none */
+    const char *nats_tls_ca_file; /* NULL: none */
+    const char *nats_tls_cert_file;
+    const char *nats_tls_key_file;
+    int batch_size;               /* rows per lease, default 100 */
+    int lease_seconds;            /* default 60 */
+    int max_attempts;             /* rejected publishes before dead-lettering, default 10 */
+    int max_lease_expiries;       /* leases run out with no outcome before quarantine, default 5 */
+    int publish_timeout_ms;       /* wait for acks, default 5000 */
+    int max_in_flight;            /* async publish window, default 1024 */
+    int poll_max_ms;              /* longest idle poll when no wake-up comes, default 1000 */
+    int listen;                   /* 1: LISTEN for wake-ups (default); 0: poll only (poolers) */
+    int backoff_base_ms;          /* first retry delay, default 5000 */
+    int backoff_cap_ms;           /* longest retry delay, default 300000 */
+    int retention_seconds;        /* mark mode: done rows kept this long, default 86400 */
+    int drain_timeout_ms;         /* on stop: finish or release within this, default 10000 */
+    long long stream_max_age_seconds;   /* default 7 days */
+    long long stream_max_bytes;         /* default -1: unlimited */
+    int duplicate_window_seconds;       /* default 3600 */
+} outbox_relay_options;
+
+OUTBOX_API void outbox_relay_options_init(outbox_relay_options *opts);
+
+/* Counters since the relay started. Read with outbox_relay_stats() from any thread. */
+typedef struct outbox_relay_stats {
+    unsigned long long leased;      /* rows leased */
+    unsigned long long published;   /* rows acked and finished */
+    unsigned long long duplicates;  /* of those, acks flagged duplicate */
+    unsigned long long retried;     /* rejected, scheduled again */
+    unsigned long long dead;        /* dead-lettered (attempts or lease expiries) */
+    unsigned long long invalid;     /* quarantined as invalid */
+    unsigned long long released;    /* handed back after a transport failure */
+    unsigned long long lost;        /* finishes refused because the lease had moved on */
+    unsigned long long batches;     /* lease batches published */
+    int database_up;                /* 1 while the database answers */
+    int broker_up;                  /* 1 while the broker answers */
+} outbox_relay_stats;
+
+typedef struct outbox_relay outbox_relay;
+
+/* Checks the options and copies them. Connects nothing yet. OUTBOX_EINVAL names the option. */
+OUTBOX_API outbox_status outbox_relay_new(const outbox_relay_options *opts, outbox_relay **out,
+                                          outbox_error *err);
+OUTBOX_API void outbox_relay_free(outbox_relay *relay);
+
+/*
+ * Runs the relay in the calling thread until outbox_relay_stop(): connects
+ * (and keeps reconnecting) to PostgreSQL and NATS, creates or checks the
+ * stream, then leases, publishes and finishes. Outages pause it; they are
+ * not errors. On stop it finishes or releases what it holds within the
+ * drain timeout and returns OUTBOX_OK.
+ */
+OUTBOX_API outbox_status outbox_relay_run(outbox_relay *relay, outbox_error *err);
+
+/* Asks a running relay to stop. Safe from any thread and from a signal handler. */
+OUTBOX_API void outbox_relay_stop(outbox_relay *relay);
+
+OUTBOX_API void outbox_relay_stats_get(outbox_relay *relay, outbox_relay_stats *out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -65,8 +65,14 @@ CREATE TABLE /*schema*/events (
                AND jsonb_typeof(envelope -> 'occurred_at') = 'string'
                AND envelope ->> 'occurred_at'
                    ~ '^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,9})?(Z|[+-]\d\d:\d\d)$'
+               -- A JSON null traceparent must fail too: a bare regex test on
+               -- NULL would leave the whole CHECK NULL, and NULL passes.
                AND (NOT envelope ? 'traceparent'
-                    OR envelope ->> 'traceparent' ~ '^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$')),
+                    OR (jsonb_typeof(envelope -> 'traceparent') = 'string'
+                        AND envelope ->> 'traceparent'
+                            ~ '^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$'
+                        AND substr(envelope ->> 'traceparent', 4, 32) <> repeat('0', 32)
+                        AND substr(envelope ->> 'traceparent', 37, 16) <> repeat('0', 16)))),
     -- The envelope says the same as the row's columns, so what the relay
     -- publishes is what operators query.
     CONSTRAINT events_envelope_matches_row
@@ -220,6 +226,13 @@ BEGIN
         RETURN format('payload must be a JSON object, not %s', jsonb_typeof(payload));
     ELSIF /*schema*/jsonb_depth(payload, 64) > 64 THEN
         RETURN 'payload is nested deeper than 64 levels';
+    -- The C writer and the relay read numbers as doubles (jansson): one that
+    -- rounds to infinity (|x| >= 2^1024 - 2^970) fails there, so it must fail
+    -- here, or the relay would quarantine an event this function accepted.
+    -- After the depth check, which bounds this walk.
+    ELSIF jsonb_path_exists(payload, 'strict $.** ? (@.type() == "number" && @.abs() >= $limit)',
+                            jsonb_build_object('limit', 2::numeric ^ 1024 - 2::numeric ^ 970)) THEN
+        RETURN 'payload is not valid JSON: real number overflow';
     ELSIF tenant_id IS NOT NULL AND (octet_length(tenant_id) NOT BETWEEN 1 AND 128
                                      OR tenant_id ~ '[\x01-\x1f\x7f]') THEN
         RETURN format('tenant_id %s must be 1 to 128 bytes without control characters',

@@ -1,12 +1,55 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * main.c - placeholder entry point; replaced as the issue lands.
+ * main.c - outboxctl: the operator's tool. Loads the same settings as
+ * outboxd (environment, then flags) and runs one verb.
  */
 #include <stdio.h>
+#include <string.h>
+
+#include "ctl.h"
+
+#include "banned.h" /* last: poisons unsafe functions */
+
+static const struct {
+    const char *name;
+    int (*run)(const struct obx_config *cfg, int argc, char **argv);
+    const char *help;
+} verbs[] = {
+    {"migrate", obx_ctl_migrate, "apply the schema migrations (safe to run concurrently)"},
+    {"status", obx_ctl_status, "row counts per status; --json for scripts"},
+};
+
+static void
+usage(FILE *out)
+{
+    fputs("usage: outboxctl <verb> [args] [--setting value ...]\n\nverbs:\n", out);
+    for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++) {
+        fprintf(out, "  %-10s %s\n", verbs[i].name, verbs[i].help);
+    }
+    fputs("\nSettings come from OUTBOX_* variables (see outboxd --help).\n", out);
+}
 
 int
-main(void)
+main(int argc, char **argv)
 {
-    fputs("not built yet\n", stderr);
+    struct obx_config cfg;
+    char msg[512];
+    int rest = 0;
+
+    if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    if (obx_settings_load(&cfg, argc - 1, argv + 1, &rest, msg, sizeof(msg)) != 0) {
+        fprintf(stderr, "outboxctl: %s\n", msg);
+        return 2;
+    }
+    for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++) {
+        if (rest >= 1 && strcmp(argv[1], verbs[i].name) == 0) {
+            return verbs[i].run(&cfg, rest - 1, argv + 2);
+        }
+    }
+    fprintf(stderr, "outboxctl: unknown verb \"%s\"\n", argv[1]);
+    usage(stderr);
     return 2;
 }

@@ -1,12 +1,58 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * main.c - placeholder entry point; replaced as the issue lands.
+ * main.c - outboxd: loads the settings, picks the subcommand, and maps
+ * the outcome to the exit codes 0 (success), 1 (runtime failure) and
+ * 2 (usage or configuration error), in this one place.
  */
 #include <stdio.h>
+#include <string.h>
+
+#include "commands.h"
+#include "logsink.h"
+#include "settings.h"
+
+#include "banned.h" /* last: poisons unsafe functions */
+
+static void
+usage(FILE *out)
+{
+    fputs("usage: outboxd <command> [--setting value ...]\n"
+          "\n"
+          "commands:\n"
+          "  relay     publish the outbox to NATS (run as many replicas as you like)\n"
+          "\n",
+          out);
+    obx_settings_print_help(out);
+}
 
 int
-main(void)
+main(int argc, char **argv)
 {
-    fputs("not built yet\n", stderr);
+    struct obx_config cfg;
+    char msg[512];
+    int rest = 0;
+
+    if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
+        usage(stdout);
+        return 0;
+    }
+    if (argc >= 2 && strcmp(argv[1], "--settings-markdown") == 0) {
+        obx_settings_print_markdown(stdout);
+        return 0;
+    }
+    if (obx_settings_load(&cfg, argc - 1, argv + 1, &rest, msg, sizeof(msg)) != 0) {
+        fprintf(stderr, "outboxd: %s\n", msg);
+        return 2;
+    }
+    if (rest < 1) {
+        usage(stderr);
+        return 2;
+    }
+    obx_logsink_install(cfg.log_level);
+    if (strcmp(argv[1], "relay") == 0 && rest == 1) {
+        return obx_cmd_relay(&cfg);
+    }
+    fprintf(stderr, "outboxd: unknown command or argument \"%s\" (see outboxd --help)\n",
+            rest > 1 ? argv[2] : argv[1]);
     return 2;
 }

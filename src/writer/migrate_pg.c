@@ -22,8 +22,13 @@
 /* First half of the advisory lock key: "obxm"; the second is the schema's hash. */
 #define MIGRATE_LOCK_CLASS "1868724333"
 
-/* A waiting migrator gives up after this long rather than queue forever. */
-#define MIGRATE_LOCK_TIMEOUT "SET LOCAL lock_timeout = '60s'"
+/*
+ * Settings for the migration's own transaction only. A waiting migrator
+ * gives up after a minute rather than queue forever. Notices stay off: a
+ * re-run's "already exists, skipping" would reach the caller's notice
+ * processor, and libpq's default one prints to stderr.
+ */
+#define MIGRATE_SETTINGS "SET LOCAL lock_timeout = '60s'; SET LOCAL client_min_messages = warning"
 
 static outbox_status
 exec_simple(PGconn *conn, const char *sql, const char *doing, outbox_error *err)
@@ -64,7 +69,7 @@ lock_and_prepare(PGconn *conn, const char *schema, const char *quoted, outbox_er
     char create_schema[128];
     outbox_status status;
 
-    status = exec_simple(conn, MIGRATE_LOCK_TIMEOUT, "migrate: set lock_timeout", err);
+    status = exec_simple(conn, MIGRATE_SETTINGS, "migrate: settings", err);
     if (status != OUTBOX_OK) {
         return status;
     }

@@ -1,0 +1,74 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * common_pg.c - the benchmark driver's output and database helpers.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "bench.h"
+
+#include "banned.h" /* last: poisons unsafe functions */
+
+void
+obx_bench_emit(json_t *line)
+{
+    json_dumpf(line, stdout, JSON_COMPACT | JSON_REAL_PRECISION(6));
+    fputc('\n', stdout);
+    fflush(stdout);
+    json_decref(line);
+}
+
+double
+obx_bench_now(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static int
+by_value(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+
+    return (x > y) - (x < y);
+}
+
+double
+obx_bench_median(double *values, int n)
+{
+    qsort(values, (size_t)n, sizeof(*values), by_value);
+    return n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+}
+
+PGconn *
+obx_bench_connect(const struct obx_bench_env *env)
+{
+    PGconn *conn = PQconnectdb(env->database_url);
+
+    if (PQstatus(conn) != CONNECTION_OK) {
+        const char *why = PQerrorMessage(conn);
+
+        fprintf(stderr, "outbox-bench: cannot connect to the database: %.*s\n",
+                (int)strcspn(why, "\n"), why);
+        exit(1);
+    }
+    return conn;
+}
+
+void
+obx_bench_exec(PGconn *conn, const char *sql)
+{
+    PGresult *res = PQexec(conn, sql);
+    ExecStatusType st = PQresultStatus(res);
+
+    if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
+        fprintf(stderr, "outbox-bench: statement failed: %.80s: %s", sql,
+                PQresultErrorMessage(res));
+        exit(1);
+    }
+    PQclear(res);
+}

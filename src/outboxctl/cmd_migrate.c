@@ -1,0 +1,45 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * cmd_migrate.c - `outboxctl migrate`: bring the schema up to date.
+ * Safe to run from many processes at once (deploy hooks, replicas).
+ */
+#include <stdio.h>
+
+#include "ctl.h"
+#include "outbox/outbox.h"
+
+#include "banned.h" /* last: poisons unsafe functions */
+
+int
+obx_ctl_migrate(const struct obx_config *cfg, int argc, char **argv)
+{
+    outbox_error err;
+    int applied = 0;
+    PGconn *conn;
+    outbox_status st;
+
+    (void)argv;
+    if (argc != 0) {
+        fprintf(stderr, "outboxctl migrate: takes no arguments\n");
+        return 2;
+    }
+    st = outbox_schema_name_check(cfg->schema, &err);
+    if (st != OUTBOX_OK) {
+        fprintf(stderr, "outboxctl migrate: OUTBOX_SCHEMA: %s\n", err.message);
+        return 2;
+    }
+    conn = obx_ctl_connect(cfg);
+    if (conn == NULL) {
+        return 1;
+    }
+    st = outbox_migrate(conn, cfg->schema, &applied, &err);
+    PQfinish(conn);
+    if (st != OUTBOX_OK) {
+        fprintf(stderr, "outboxctl migrate: %s%s%s\n", err.message, err.sqlstate[0] ? " sqlstate=" : "",
+                err.sqlstate);
+        return 1;
+    }
+    printf("schema %s is up to date (%d migration%s applied)\n", cfg->schema, applied,
+           applied == 1 ? "" : "s");
+    return 0;
+}

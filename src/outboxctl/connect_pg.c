@@ -1,0 +1,36 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * connect_pg.c - outboxctl's database connection.
+ *
+ * The error printed never includes the connection string: it may carry
+ * a password.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "ctl.h"
+
+#include "banned.h" /* last: poisons unsafe functions */
+
+PGconn *
+obx_ctl_connect(const struct obx_config *cfg)
+{
+    const char *keys[] = {"dbname", "connect_timeout", "application_name", NULL};
+    const char *values[] = {cfg->database_url, "10", "outboxctl", NULL};
+    PGconn *conn;
+
+    if (cfg->database_url == NULL) {
+        fprintf(stderr, "outboxctl: OUTBOX_DATABASE_URL is required\n");
+        return NULL;
+    }
+    conn = PQconnectdbParams(keys, values, 1);
+    if (PQstatus(conn) != CONNECTION_OK) {
+        const char *why = PQerrorMessage(conn);
+
+        fprintf(stderr, "outboxctl: cannot connect to the database: %.*s\n",
+                (int)strcspn(why, "\n"), why);
+        PQfinish(conn);
+        return NULL;
+    }
+    return conn;
+}

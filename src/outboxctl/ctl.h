@@ -1,0 +1,19 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ctl.h - outboxctl's verbs. Each returns the exit code: 0 success,
+ * 1 runtime failure, 2 usage or configuration error.
+ */
+#ifndef OBX_CTL_H
+#define OBX_CTL_H
+
+#include <libpq-fe.h>
+
+#include "settings.h"
+
+/* Connects to OUTBOX_DATABASE_URL; prints why and returns NULL on failure. */
+PGconn *obx_ctl_connect(const struct obx_config *cfg);
+
+int obx_ctl_migrate(const struct obx_config *cfg, int argc, char **argv);
+int obx_ctl_status(const struct obx_config *cfg, int argc, char **argv);
+
+#endif

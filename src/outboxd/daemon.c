@@ -1,0 +1,114 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * daemon.c - signals, the worker thread and the drain timeout.
+ *
+ * Signals are blocked in every thread and taken synchronously with
+ * sigtimedwait() in the main thread, so no handler runs in the middle of
+ * library code.
+ */
+#include "daemon.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <time.h>
+
+#include "log.h"
+
+#include "banned.h" /* last: poisons unsafe functions */
+
+struct worker_state {
+    const struct obx_daemon_job *job;
+    pthread_mutex_t lock;
+    pthread_cond_t done_cond;
+    int done;
+    int exit_code;
+};
+
+static void *
+worker_main(void *arg)
+{
+    struct worker_state *ws = arg;
+    int code = ws->job->run(ws->job->ctx);
+
+    pthread_mutex_lock(&ws->lock);
+    ws->done = 1;
+    ws->exit_code = code;
+    pthread_cond_signal(&ws->done_cond);
+    pthread_mutex_unlock(&ws->lock);
+    return NULL;
+}
+
+/* Waits up to `seconds` for the worker to finish; returns 1 if it did. */
+static int
+wait_done(struct worker_state *ws, int seconds)
+{
+    struct timespec deadline;
+    int done;
+
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += seconds;
+    pthread_mutex_lock(&ws->lock);
+    while (!ws->done) {
+        if (pthread_cond_timedwait(&ws->done_cond, &ws->lock, &deadline) == ETIMEDOUT) {
+            break;
+        }
+    }
+    done = ws->done;
+    pthread_mutex_unlock(&ws->lock);
+    return done;
+}
+
+/* Blocks until a stop signal arrives or the worker ends by itself. */
+static void
+wait_for_signal(struct worker_state *ws, const sigset_t *set)
+{
+    struct timespec tick = {0, 200 * 1000 * 1000};
+
+    for (;;) {
+        int sig = sigtimedwait(set, NULL, &tick);
+
+        if (sig == SIGTERM || sig == SIGINT) {
+            obx_log(OUTBOX_LOG_INFO, "stop requested signal=%s", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+            return;
+        }
+        pthread_mutex_lock(&ws->lock);
+        sig = ws->done;
+        pthread_mutex_unlock(&ws->lock);
+        if (sig) {
+            return;
+        }
+    }
+}
+
+int
+obx_daemon_run(const struct obx_daemon_job *job, int drain_timeout_seconds)
+{
+    struct worker_state ws = {.job = job, .exit_code = 1};
+    sigset_t set;
+    pthread_t thread;
+
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    pthread_mutex_init(&ws.lock, NULL);
+    pthread_cond_init(&ws.done_cond, NULL);
+    if (pthread_create(&thread, NULL, worker_main, &ws) != 0) {
+        obx_log(OUTBOX_LOG_ERROR, "cannot start worker thread job=%s", job->name);
+        return 1;
+    }
+    wait_for_signal(&ws, &set);
+    job->stop(job->ctx);
+    if (!wait_done(&ws, drain_timeout_seconds)) {
+        /* Leases held now expire and other replicas take the rows over. */
+        obx_log(OUTBOX_LOG_WARN, "drain timeout exceeded, exiting job=%s drain_timeout_seconds=%d",
+                job->name, drain_timeout_seconds);
+        return 1;
+    }
+    pthread_join(thread, NULL);
+    pthread_cond_destroy(&ws.done_cond);
+    pthread_mutex_destroy(&ws.lock);
+    return ws.exit_code;
+}

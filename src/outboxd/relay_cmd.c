@@ -1,0 +1,147 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * relay_cmd.c - `outboxd relay`: one relay replica as a daemon.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "commands.h"
+#include "daemon.h"
+#include "http.h"
+#include "log.h"
+#include "outbox/worker.h"
+
+#include "banned.h" /* last: poisons unsafe functions */
+
+void
+obx_relay_options_from_config(const struct obx_config *cfg, void *out)
+{
+    outbox_relay_options *o = out;
+
+    outbox_relay_options_init(o);
+    o->database_url = cfg->database_url;
+    o->schema = cfg->schema;
+    o->nats_url = cfg->nats_url;
+    o->bus = strcmp(cfg->bus, "nats-core") == 0 ? OUTBOX_BUS_NATS_CORE
+             : strcmp(cfg->bus, "db") == 0      ? OUTBOX_BUS_DB
+                                                : OUTBOX_BUS_JETSTREAM;
+    o->mode = strcmp(cfg->relay_mode, "prune") == 0 ? OUTBOX_RELAY_PRUNE : OUTBOX_RELAY_MARK;
+    o->stream = cfg->stream;
+    o->subject_prefix = cfg->subject_prefix;
+    o->ce_source = cfg->ce_source;
+    o->name = cfg->name;
+    o->nats_creds_file = cfg->nats_creds;
+    o->nats_tls_ca_file = cfg->nats_tls_ca;
+    o->nats_tls_cert_file = cfg->nats_tls_cert;
+    o->nats_tls_key_file = cfg->nats_tls_key;
+    o->batch_size = (int)cfg->batch_size;
+    o->lease_seconds = (int)cfg->lease_seconds;
+    o->max_attempts = (int)cfg->max_attempts;
+    o->max_lease_expiries = (int)cfg->max_lease_expiries;
+    o->publish_timeout_ms = (int)cfg->publish_timeout_ms;
+    o->max_in_flight = (int)cfg->max_in_flight;
+    o->poll_max_ms = (int)cfg->poll_max_ms;
+    o->listen = (int)cfg->listen;
+    o->backoff_base_ms = (int)cfg->backoff_base_ms;
+    o->backoff_cap_ms = (int)cfg->backoff_cap_ms;
+    o->retention_seconds = (int)(cfg->retention_hours * 3600);
+    o->drain_timeout_ms = (int)(cfg->drain_timeout_seconds * 1000);
+    o->stream_max_age_seconds = cfg->stream_max_age_seconds;
+    o->stream_max_bytes = cfg->stream_max_bytes;
+    o->duplicate_window_seconds = (int)cfg->duplicate_window_seconds;
+}
+
+static int
+run_relay(void *ctx)
+{
+    outbox_error err;
+
+    return outbox_relay_run(ctx, &err) == OUTBOX_OK ? 0 : 1;
+}
+
+static void
+stop_relay(void *ctx)
+{
+    outbox_relay_stop(ctx);
+}
+
+static int
+relay_ready(void *ctx)
+{
+    outbox_relay_stats st;
+
+    outbox_relay_stats_get(ctx, &st);
+    return st.database_up && st.broker_up;
+}
+
+static void
+relay_metrics(void *ctx, struct obx_buf *out)
+{
+    outbox_relay_stats st;
+
+    outbox_relay_stats_get(ctx, &st);
+    const struct {
+        const char *name, *help;
+        unsigned long long value;
+    } counters[] = {
+        {"leased", "rows leased", st.leased},
+        {"published", "rows acked by the broker and finished", st.published},
+        {"duplicates", "published rows the broker already had (deduplicated)", st.duplicates},
+        {"retried", "rows rejected by the broker and scheduled again", st.retried},
+        {"dead", "rows dead-lettered", st.dead},
+        {"invalid", "rows quarantined as invalid", st.invalid},
+        {"released", "rows handed back after a transport failure", st.released},
+        {"lost", "finishes refused because the lease had moved on", st.lost},
+        {"batches", "lease batches published", st.batches},
+    };
+
+    for (size_t i = 0; i < sizeof(counters) / sizeof(counters[0]); i++) {
+        obx_buf_appendf(out,
+                        "# HELP outbox_relay_%s_total %s.\n# TYPE outbox_relay_%s_total counter\n"
+                        "outbox_relay_%s_total %llu\n",
+                        counters[i].name, counters[i].help, counters[i].name, counters[i].name,
+                        counters[i].value);
+    }
+    obx_buf_appendf(out,
+                    "# HELP outbox_database_up 1 while the database answers.\n"
+                    "# TYPE outbox_database_up gauge\noutbox_database_up %d\n"
+                    "# HELP outbox_broker_up 1 while the broker answers.\n"
+                    "# TYPE outbox_broker_up gauge\noutbox_broker_up %d\n",
+                    st.database_up, st.broker_up);
+}
+
+int
+obx_cmd_relay(const struct obx_config *cfg)
+{
+    outbox_relay_options opts;
+    outbox_relay *relay = NULL;
+    struct obx_http *http = NULL;
+    struct obx_daemon_job job;
+    outbox_error err;
+    char msg[256];
+    int code;
+
+    obx_relay_options_from_config(cfg, &opts);
+    if (outbox_relay_new(&opts, &relay, &err) != OUTBOX_OK) {
+        fprintf(stderr, "outboxd relay: %s\n", err.message);
+        return 2;
+    }
+    if (cfg->http_addr != NULL) {
+        struct obx_http_handlers h = {.ctx = relay, .metrics = relay_metrics, .ready = relay_ready};
+
+        http = obx_http_start(cfg->http_addr, &h, msg, sizeof(msg));
+        if (http == NULL) {
+            fprintf(stderr, "outboxd relay: %s\n", msg);
+            outbox_relay_free(relay);
+            return 2;
+        }
+    }
+    job = (struct obx_daemon_job){.ctx = relay, .run = run_relay, .stop = stop_relay,
+                                  .name = "relay"};
+    code = obx_daemon_run(&job, (int)cfg->drain_timeout_seconds);
+    obx_http_stop(http);
+    if (code == 0) {
+        outbox_relay_free(relay);
+    }
+    return code;
+}

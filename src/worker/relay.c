@@ -1,0 +1,533 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * relay.c - the relay loop: lease -> publish -> (lease next while acks
+ * are in flight) -> collect -> finish.
+ *
+ * No SQL text and no nats.c types here: the store and the bus do the I/O.
+ * The lease is committed before anything is published, and no transaction
+ * is ever open across a publish. Outages are states, not errors: the loop
+ * pauses with a growing delay, logs once per change, and resumes by itself.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "error.h"
+#include "log.h"
+#include "relay_batch.h"
+#include "relay_internal.h"
+#include "stream.h"
+
+#include "banned.h" /* last: poisons unsafe functions */
+
+enum {
+    PAUSE_FIRST_MS = 250,    /* first wait after a server went away */
+    PAUSE_MAX_MS = 10000,    /* longest wait between reconnection tries */
+    POLL_MIN_MS = 5,         /* idle poll right after work, growing to poll_max_ms */
+    MAINTENANCE_EVERY_MS = 30000,
+    PRUNE_BATCH_ROWS = 1000, /* rows per retention delete, so no pass holds locks long */
+    PRUNE_BATCHES_PER_PASS = 20,
+};
+
+static long long
+monotonic_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Sleeps `ms`, waking early when a stop is requested. */
+static void
+pause_ms(struct outbox_relay *relay, int ms)
+{
+    long long until = monotonic_ms() + ms;
+
+    while (!relay->stop_requested) {
+        long long left = until - monotonic_ms();
+        struct timespec ts;
+
+        if (left <= 0) {
+            return;
+        }
+        if (left > 50) {
+            left = 50;
+        }
+        ts.tv_sec = 0;
+        ts.tv_nsec = (long)left * 1000000L;
+        nanosleep(&ts, NULL);
+    }
+}
+
+static int
+grow_pause(int ms)
+{
+    return ms == 0 ? PAUSE_FIRST_MS : (ms * 2 > PAUSE_MAX_MS ? PAUSE_MAX_MS : ms * 2);
+}
+
+static void
+set_up_flag(struct outbox_relay *relay, int *flag, int up)
+{
+    pthread_mutex_lock(&relay->stats_lock);
+    *flag = up;
+    pthread_mutex_unlock(&relay->stats_lock);
+}
+
+/* Closes the store after a failure; the next turn reconnects. */
+static void
+drop_store(struct outbox_relay *relay, const outbox_error *why)
+{
+    obx_store_close(relay->store);
+    relay->store = NULL;
+    if (relay->stats.database_up) {
+        obx_log(OUTBOX_LOG_WARN, "database unavailable relay=%s error=\"%s\"", relay->opts.name,
+                why->message);
+        set_up_flag(relay, &relay->stats.database_up, 0);
+    }
+}
+
+static int
+ensure_store(struct outbox_relay *relay)
+{
+    struct obx_store_options so = {
+        .conninfo = relay->opts.database_url,
+        .schema = relay->opts.schema,
+        .application_name = "outboxd-relay",
+    };
+    outbox_error err = {0};
+
+    if (relay->store != NULL) {
+        return 1;
+    }
+    if (obx_store_open(&so, &relay->store, &err) == OUTBOX_OK &&
+        (!relay->opts.listen || obx_store_listen(relay->store, &err) == OUTBOX_OK)) {
+        obx_log(OUTBOX_LOG_INFO, "database connected relay=%s schema=%s", relay->opts.name,
+                relay->opts.schema);
+        set_up_flag(relay, &relay->stats.database_up, 1);
+        relay->db_pause_ms = 0;
+        return 1;
+    }
+    obx_store_close(relay->store);
+    relay->store = NULL;
+    if (relay->db_pause_ms == 0) {
+        obx_log(OUTBOX_LOG_WARN, "database unavailable relay=%s error=\"%s\"", relay->opts.name,
+                err.message);
+    }
+    relay->db_pause_ms = grow_pause(relay->db_pause_ms);
+    pause_ms(relay, relay->db_pause_ms);
+    return 0;
+}
+
+static outbox_status
+open_bus(struct outbox_relay *relay, outbox_error *err)
+{
+    const outbox_relay_options *o = &relay->opts;
+    struct obx_bus_options bo;
+
+    obx_bus_options_init(&bo);
+    bo.kind = o->bus == OUTBOX_BUS_NATS_CORE ? OBX_BUS_NATS_CORE : OBX_BUS_JETSTREAM;
+    bo.url = o->nats_url;
+    bo.stream = o->stream;
+    bo.creds_file = o->nats_creds_file;
+    bo.tls_ca_file = o->nats_tls_ca_file;
+    bo.tls_cert_file = o->nats_tls_cert_file;
+    bo.tls_key_file = o->nats_tls_key_file;
+    bo.ce_source = o->ce_source;
+    bo.name = o->name;
+    bo.publish_timeout_ms = o->publish_timeout_ms;
+    bo.max_in_flight = o->max_in_flight;
+    return obx_bus_open(&bo, &relay->bus, err);
+}
+
+static outbox_status
+ensure_stream(struct outbox_relay *relay, outbox_error *err)
+{
+    struct obx_stream_options so;
+
+    if (relay->stream_ready || relay->opts.bus != OUTBOX_BUS_JETSTREAM) {
+        return OUTBOX_OK;
+    }
+    obx_stream_options_init(&so);
+    so.name = relay->opts.stream;
+    so.subjects_prefix = relay->opts.subject_prefix;
+    so.max_age_seconds = relay->opts.stream_max_age_seconds;
+    so.max_bytes = relay->opts.stream_max_bytes;
+    so.duplicate_window_seconds = relay->opts.duplicate_window_seconds;
+    if (obx_stream_ensure(relay->bus, &so, err) != OUTBOX_OK) {
+        return err->code;
+    }
+    relay->stream_ready = 1;
+    obx_log(OUTBOX_LOG_INFO, "stream ready relay=%s stream=%s subjects=%s.>", relay->opts.name,
+            relay->opts.stream, relay->opts.subject_prefix);
+    return OUTBOX_OK;
+}
+
+/* The broker is usable: connected, and for JetStream the stream checked. */
+static int
+ensure_bus(struct outbox_relay *relay)
+{
+    outbox_error err = {0};
+    outbox_status st = OUTBOX_OK;
+
+    if (relay->bus == NULL) {
+        st = open_bus(relay, &err);
+    }
+    if (st == OUTBOX_OK && !obx_bus_is_connected(relay->bus)) {
+        st = obx_fail(&err, OUTBOX_EUNAVAILABLE, "reconnecting");
+    }
+    if (st == OUTBOX_OK) {
+        st = ensure_stream(relay, &err);
+    }
+    if (st == OUTBOX_OK) {
+        if (!relay->stats.broker_up) {
+            obx_log(OUTBOX_LOG_INFO, "broker connected relay=%s", relay->opts.name);
+            set_up_flag(relay, &relay->stats.broker_up, 1);
+        }
+        relay->bus_pause_ms = 0;
+        return 1;
+    }
+    if (relay->stats.broker_up || relay->bus_pause_ms == 0) {
+        obx_log(OUTBOX_LOG_WARN, "broker unavailable relay=%s error=\"%s\"", relay->opts.name,
+                err.message);
+        set_up_flag(relay, &relay->stats.broker_up, 0);
+    }
+    relay->bus_pause_ms = grow_pause(relay->bus_pause_ms);
+    pause_ms(relay, relay->bus_pause_ms);
+    return 0;
+}
+
+/* Leases a batch; an empty lease on any failure (the store is dropped if it broke). */
+static void
+lease_batch(struct outbox_relay *relay, struct obx_lease *lease)
+{
+    outbox_error err = {0};
+
+    memset(lease, 0, sizeof(*lease));
+    if (relay->store == NULL) {
+        return;
+    }
+    if (obx_store_lease(relay->store, relay->opts.batch_size, relay->opts.lease_seconds,
+                        relay->opts.max_lease_expiries, lease, &err) != OUTBOX_OK) {
+        memset(lease, 0, sizeof(*lease));
+        if (err.code == OUTBOX_EUNAVAILABLE) {
+            drop_store(relay, &err);
+        } else {
+            obx_log(OUTBOX_LOG_ERROR, "lease failed relay=%s error=\"%s\" sqlstate=%s",
+                    relay->opts.name, err.message, err.sqlstate);
+        }
+        return;
+    }
+    if (lease->quarantined > 0) {
+        obx_log(OUTBOX_LOG_WARN,
+                "rows dead-lettered after repeated lease expiries relay=%s rows=%d "
+                "reason=lease_expired_without_outcome",
+                relay->opts.name, lease->quarantined);
+        pthread_mutex_lock(&relay->stats_lock);
+        relay->stats.dead += (unsigned long long)lease->quarantined;
+        pthread_mutex_unlock(&relay->stats_lock);
+    }
+    pthread_mutex_lock(&relay->stats_lock);
+    relay->stats.leased += lease->count;
+    pthread_mutex_unlock(&relay->stats_lock);
+}
+
+static void
+count_outcomes(struct outbox_relay *relay, const struct obx_relay_batch *b,
+               const struct obx_finish_counts *c)
+{
+    size_t duplicates = 0;
+
+    for (size_t i = 0; i < b->count; i++) {
+        duplicates += b->rows[i].outcome == OBX_ROW_DONE && b->rows[i].duplicate;
+    }
+    pthread_mutex_lock(&relay->stats_lock);
+    relay->stats.published += c->done;
+    relay->stats.duplicates += duplicates;
+    relay->stats.retried += c->retried;
+    relay->stats.dead += c->dead;
+    relay->stats.invalid += c->invalid;
+    relay->stats.released += c->released;
+    relay->stats.lost += c->lost;
+    relay->stats.batches++;
+    pthread_mutex_unlock(&relay->stats_lock);
+}
+
+/* Logs what an operator must see: quarantined rows and lost leases. */
+static void
+log_outcomes(struct outbox_relay *relay, const struct obx_lease *lease,
+             const struct obx_relay_batch *b, const struct obx_finish_counts *c)
+{
+    for (size_t i = 0; i < b->count; i++) {
+        if (b->rows[i].outcome == OBX_ROW_INVALID) {
+            obx_log(OUTBOX_LOG_WARN, "row quarantined as invalid relay=%s event_id=%s reason=\"%s\"",
+                    relay->opts.name, obx_lease_id(lease, i), b->rows[i].reason);
+        } else if (b->rows[i].outcome == OBX_ROW_RETRY) {
+            obx_log(OUTBOX_LOG_INFO, "publish rejected relay=%s event_id=%s attempts=%d reason=\"%s\"",
+                    relay->opts.name, obx_lease_id(lease, i), obx_lease_attempts(lease, i) + 1,
+                    b->rows[i].reason);
+        }
+    }
+    if (c->dead > 0) {
+        obx_log(OUTBOX_LOG_WARN, "rows dead-lettered after max attempts relay=%s rows=%zu",
+                relay->opts.name, c->dead);
+    }
+    if (c->lost > 0) {
+        obx_log(OUTBOX_LOG_WARN, "lease lost before finish relay=%s rows=%zu", relay->opts.name,
+                c->lost);
+    }
+}
+
+/* Writes the outcomes of a batch; a failure leaves the rows to their lease expiry. */
+static void
+finish_batch(struct outbox_relay *relay, const struct obx_lease *lease,
+             struct obx_relay_batch *b, int release_delay_ms)
+{
+    struct obx_finish_options fo = {
+        .mode = relay->opts.mode == OUTBOX_RELAY_PRUNE ? OBX_FINISH_PRUNE : OBX_FINISH_MARK,
+        .max_attempts = relay->opts.max_attempts,
+        .release_delay_ms = release_delay_ms,
+        .backoff_base_ms = relay->opts.backoff_base_ms,
+        .backoff_cap_ms = relay->opts.backoff_cap_ms,
+    };
+    struct obx_finish_counts counts = {0};
+    outbox_error err = {0};
+
+    if (lease->count == 0) {
+        return;
+    }
+    if (relay->store == NULL ||
+        obx_store_finish(relay->store, lease, b->outcomes, b->reasons, &fo, &counts, &err) !=
+            OUTBOX_OK) {
+        if (err.code == OUTBOX_EUNAVAILABLE) {
+            drop_store(relay, &err);
+        } else if (relay->store != NULL) {
+            obx_log(OUTBOX_LOG_ERROR, "finish failed relay=%s error=\"%s\" sqlstate=%s",
+                    relay->opts.name, err.message, err.sqlstate);
+        }
+        return;
+    }
+    count_outcomes(relay, b, &counts);
+    log_outcomes(relay, lease, b, &counts);
+}
+
+/* Hands a leased but unpublished batch back at once (stop, or the broker is gone). */
+static void
+release_lease(struct outbox_relay *relay, const struct obx_lease *lease, int delay_ms,
+              const char *reason)
+{
+    struct obx_relay_batch b;
+    outbox_error err = {0};
+
+    if (lease->count == 0) {
+        return;
+    }
+    if (obx_relay_batch_prepare(&b, lease, relay->opts.subject_prefix, SIZE_MAX, &err) !=
+        OUTBOX_OK) {
+        return; /* out of memory: the lease expires by itself */
+    }
+    obx_relay_batch_set_all(&b, OBX_ROW_RELEASE, reason);
+    finish_batch(relay, lease, &b, delay_ms);
+    obx_relay_batch_fini(&b);
+}
+
+static int
+any_unavailable(const struct obx_relay_batch *b)
+{
+    for (size_t k = 0; k < b->msg_count; k++) {
+        if (b->results[k].outcome == OBX_PUBLISH_UNAVAILABLE) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/*
+ * Publishes `cur`, leasing `next` while its acks are in flight, then
+ * finishes `cur`. Returns 1 when the broker failed the batch for a
+ * transport reason (the caller pauses).
+ */
+static int
+publish_batch(struct outbox_relay *relay, const struct obx_lease *cur, struct obx_lease *next)
+{
+    size_t max_body = obx_bus_max_payload(relay->bus) - OBX_BUS_HEADER_BUDGET;
+    struct obx_relay_batch b;
+    outbox_error err = {0};
+    int transport_failed = 0;
+
+    memset(next, 0, sizeof(*next));
+    if (obx_relay_batch_prepare(&b, cur, relay->opts.subject_prefix, max_body, &err) != OUTBOX_OK) {
+        return 0; /* out of memory: the lease expires and another turn retries */
+    }
+    if (b.msg_count > 0 && obx_bus_send(relay->bus, b.msgs, b.msg_count, &err) != OUTBOX_OK) {
+        obx_log(OUTBOX_LOG_ERROR, "publish failed relay=%s error=\"%s\"", relay->opts.name,
+                err.message);
+        obx_relay_batch_set_all(&b, OBX_ROW_RELEASE, err.message);
+        transport_failed = 1;
+    } else {
+        if (!relay->stop_requested) {
+            lease_batch(relay, next); /* overlaps with the acks of `cur` */
+        }
+        if (b.msg_count > 0) {
+            obx_bus_collect(relay->bus, b.results, b.msg_count, &err);
+        }
+        obx_relay_batch_apply_results(&b);
+        transport_failed = any_unavailable(&b);
+    }
+    if (transport_failed) {
+        relay->bus_pause_ms = grow_pause(relay->bus_pause_ms);
+    }
+    finish_batch(relay, cur, &b, transport_failed ? relay->bus_pause_ms : 0);
+    obx_relay_batch_fini(&b);
+    return transport_failed;
+}
+
+/* Mark mode keeps published rows for replay; this removes them after the retention. */
+static void
+maybe_maintain(struct outbox_relay *relay)
+{
+    long long now = monotonic_ms();
+    size_t deleted = PRUNE_BATCH_ROWS;
+    outbox_error err = {0};
+
+    if (relay->opts.mode != OUTBOX_RELAY_MARK || now < relay->next_maintenance_ms ||
+        relay->store == NULL) {
+        return;
+    }
+    relay->next_maintenance_ms = now + MAINTENANCE_EVERY_MS;
+    for (int i = 0; i < PRUNE_BATCHES_PER_PASS && deleted == PRUNE_BATCH_ROWS; i++) {
+        if (obx_store_prune_done(relay->store, relay->opts.retention_seconds, PRUNE_BATCH_ROWS,
+                                 &deleted, &err) != OUTBOX_OK) {
+            if (err.code == OUTBOX_EUNAVAILABLE) {
+                drop_store(relay, &err);
+            }
+            return;
+        }
+    }
+}
+
+/* Nothing was due: wait for a wake-up or the next poll, whichever comes first. */
+static void
+wait_for_work(struct outbox_relay *relay, int idle_ms)
+{
+    outbox_error err = {0};
+    int woken = 0;
+
+    if (relay->opts.listen && relay->store != NULL) {
+        if (obx_store_wait(relay->store, idle_ms, &woken, &err) != OUTBOX_OK &&
+            err.code == OUTBOX_EUNAVAILABLE) {
+            drop_store(relay, &err);
+        }
+        return;
+    }
+    pause_ms(relay, idle_ms);
+}
+
+static void
+run_loop(struct outbox_relay *relay)
+{
+    struct obx_lease cur = {0}, next = {0};
+    int idle_ms = POLL_MIN_MS;
+
+    while (!relay->stop_requested) {
+        if (!ensure_store(relay) || !ensure_bus(relay)) {
+            continue;
+        }
+        maybe_maintain(relay);
+        if (cur.count == 0) {
+            obx_lease_fini(&cur);
+            lease_batch(relay, &cur);
+        }
+        if (cur.count == 0) {
+            wait_for_work(relay, idle_ms);
+            idle_ms = idle_ms * 2 > relay->opts.poll_max_ms ? relay->opts.poll_max_ms : idle_ms * 2;
+            continue;
+        }
+        idle_ms = POLL_MIN_MS;
+        if (publish_batch(relay, &cur, &next)) {
+            /* The broker is away: hand the next batch back too, then wait. */
+            release_lease(relay, &next, relay->bus_pause_ms, "broker unavailable");
+            obx_lease_fini(&next);
+            obx_log(OUTBOX_LOG_WARN, "publishing paused relay=%s pause_ms=%d", relay->opts.name,
+                    relay->bus_pause_ms);
+            set_up_flag(relay, &relay->stats.broker_up, 0);
+            pause_ms(relay, relay->bus_pause_ms);
+        }
+        obx_lease_fini(&cur);
+        cur = next;
+        memset(&next, 0, sizeof(next));
+    }
+    /* Stopping: a batch leased but not yet published goes back at once. */
+    release_lease(relay, &cur, 0, "relay stopping");
+    obx_lease_fini(&cur);
+}
+
+outbox_status
+outbox_relay_new(const outbox_relay_options *opts, outbox_relay **out, outbox_error *err)
+{
+    struct outbox_relay *relay;
+    outbox_status st;
+
+    obx_error_reset(err);
+    relay = calloc(1, sizeof(*relay));
+    if (relay == NULL) {
+        return obx_fail(err, OUTBOX_ENOMEM, "relay: out of memory");
+    }
+    st = obx_relay_options_adopt(relay, opts, err);
+    if (st != OUTBOX_OK) {
+        obx_relay_options_release(relay);
+        free(relay);
+        return st;
+    }
+    pthread_mutex_init(&relay->stats_lock, NULL);
+    *out = relay;
+    return OUTBOX_OK;
+}
+
+void
+outbox_relay_free(outbox_relay *relay)
+{
+    if (relay == NULL) {
+        return;
+    }
+    obx_store_close(relay->store);
+    obx_bus_close(relay->bus);
+    obx_relay_options_release(relay);
+    pthread_mutex_destroy(&relay->stats_lock);
+    free(relay);
+}
+
+outbox_status
+outbox_relay_run(outbox_relay *relay, outbox_error *err)
+{
+    obx_error_reset(err);
+    obx_log(OUTBOX_LOG_INFO,
+            "relay starting relay=%s schema=%s mode=%s bus=%s stream=%s batch_size=%d "
+            "lease_seconds=%d",
+            relay->opts.name, relay->opts.schema,
+            relay->opts.mode == OUTBOX_RELAY_PRUNE ? "prune" : "mark",
+            relay->opts.bus == OUTBOX_BUS_NATS_CORE ? "nats-core" : "jetstream",
+            relay->opts.stream, relay->opts.batch_size, relay->opts.lease_seconds);
+    run_loop(relay);
+    obx_store_close(relay->store);
+    relay->store = NULL;
+    obx_bus_close(relay->bus);
+    relay->bus = NULL;
+    relay->stream_ready = 0;
+    obx_log(OUTBOX_LOG_INFO, "relay stopped relay=%s", relay->opts.name);
+    return OUTBOX_OK;
+}
+
+void
+outbox_relay_stop(outbox_relay *relay)
+{
+    relay->stop_requested = 1;
+}
+
+void
+outbox_relay_stats_get(outbox_relay *relay, outbox_relay_stats *out)
+{
+    pthread_mutex_lock(&relay->stats_lock);
+    *out = relay->stats;
+    pthread_mutex_unlock(&relay->stats_lock);
+}

@@ -1,0 +1,112 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * store.h - the relay's (and the DB-only feed's) view of the outbox table.
+ *
+ * Leasing stamps a batch of due rows with one fresh lease token and a
+ * lease end in database time, and commits before anything is published.
+ * Every later write is guarded by that token: a replica whose lease ran
+ * out changes nothing, and learns how many rows it still held.
+ *
+ * A store owns one PostgreSQL connection and belongs to one thread. Every
+ * function resets `err`; a lost connection is OUTBOX_EUNAVAILABLE from
+ * then on, until obx_store_reconnect() succeeds (no attempt is spent).
+ */
+#ifndef OBX_STORE_H
+#define OBX_STORE_H
+
+#include <stddef.h>
+
+#include "outbox/outbox.h"
+
+struct obx_store_options {
+    const char *conninfo;         /* libpq URL or key=value string */
+    const char *schema;           /* "outbox" */
+    const char *application_name; /* shown in pg_stat_activity, e.g. "outboxd-relay" */
+};
+
+struct obx_store;
+
+/*
+ * Connects, with keepalives and connect/TCP timeouts that notice a dead
+ * server within seconds unless the conninfo says otherwise. Returns
+ * OUTBOX_EUNAVAILABLE when the server cannot be reached.
+ */
+outbox_status obx_store_open(const struct obx_store_options *opts, struct obx_store **out,
+                             outbox_error *err);
+void obx_store_close(struct obx_store *store);
+
+/* Drops a broken connection and connects again, and LISTENs again if it was. */
+outbox_status obx_store_reconnect(struct obx_store *store, outbox_error *err);
+
+/* The leased batch. Caller memory, emptied by obx_store_lease() even when it fails;
+ * rows stay valid until obx_lease_fini(). */
+struct obx_lease {
+    void *rows;      /* owned: the PGresult */
+    char token[37];  /* the batch's lease token */
+    size_t count;    /* rows leased (to publish) */
+    int quarantined; /* rows set dead by this call: leases ran out too often */
+};
+
+/*
+ * Leases up to `limit` due rows for `lease_seconds`: pending rows whose
+ * next_attempt_at has come, and leased rows whose lease ran out (those
+ * count a lease expiry; at `max_lease_expiries` the row goes dead with
+ * reason lease_expired_without_outcome and a dead_letters row instead).
+ * Claims by state, never by an id cursor.
+ */
+outbox_status obx_store_lease(struct obx_store *store, int limit, int lease_seconds,
+                              int max_lease_expiries, struct obx_lease *out, outbox_error *err);
+void obx_lease_fini(struct obx_lease *lease);
+
+/* Row accessors; `i` < lease->count. Borrowed until obx_lease_fini(). */
+const char *obx_lease_id(const struct obx_lease *lease, size_t i);
+const char *obx_lease_envelope(const struct obx_lease *lease, size_t i, size_t *len);
+int obx_lease_attempts(const struct obx_lease *lease, size_t i);
+
+enum obx_row_outcome {
+    OBX_ROW_DONE,    /* published: prune or mark done */
+    OBX_ROW_RETRY,   /* rejected: attempts + 1, backoff, or dead at max_attempts */
+    OBX_ROW_RELEASE, /* not published for a transport reason: pending again, no attempt */
+    OBX_ROW_INVALID, /* can never be published: status invalid with the reason */
+};
+
+enum obx_finish_mode { OBX_FINISH_MARK, OBX_FINISH_PRUNE };
+
+struct obx_finish_options {
+    enum obx_finish_mode mode;
+    int max_attempts;     /* OUTBOX_MAX_ATTEMPTS */
+    int release_delay_ms; /* how long released rows wait before they are due again */
+    int backoff_base_ms;  /* retry delay after the first failure (OBX_BACKOFF_BASE_MS) */
+    int backoff_cap_ms;   /* longest retry delay before jitter (OBX_BACKOFF_CAP_MS) */
+};
+
+struct obx_finish_counts {
+    size_t done, retried, dead, released, invalid;
+    size_t lost; /* rows whose lease token no longer matched: someone else holds them */
+};
+
+/*
+ * Applies one outcome per leased row (`outcomes[i]`, `reasons[i]` for
+ * row i; reasons may be NULL for DONE/RELEASE) in one round trip, guarded
+ * by the lease token. Reasons are cut at 1024 bytes; control characters,
+ * and non-ASCII bytes of a reason that is not UTF-8, become '?'.
+ */
+outbox_status obx_store_finish(struct obx_store *store, const struct obx_lease *lease,
+                               const enum obx_row_outcome *outcomes, const char *const *reasons,
+                               const struct obx_finish_options *opts,
+                               struct obx_finish_counts *counts, outbox_error *err);
+
+/* Deletes up to `limit` done rows published more than `retention_seconds` ago. */
+outbox_status obx_store_prune_done(struct obx_store *store, int retention_seconds, int limit,
+                                   size_t *deleted, outbox_error *err);
+
+/*
+ * LISTEN for the wake-up channel of this schema, then wait up to
+ * `timeout_ms` for a notification or data on the socket. Returns OUTBOX_OK
+ * whether woken or timed out; `*woken` says which.
+ */
+outbox_status obx_store_listen(struct obx_store *store, outbox_error *err);
+outbox_status obx_store_wait(struct obx_store *store, int timeout_ms, int *woken,
+                             outbox_error *err);
+
+#endif

@@ -1,0 +1,351 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * store_conn_pg.c - a store's connection: open, reconnect, close, and the
+ * wake-up (LISTEN, then poll on the socket).
+ *
+ * The connection runs in autocommit and is prepared once per connect:
+ * timeouts that notice a dead server within seconds, statement and
+ * idle-in-transaction limits, and LISTEN again after a reconnect.
+ */
+#include "store.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <libpq-fe.h>
+
+#include "error.h"
+#include "sql.h"
+#include "sql_gen.h"
+#include "store_int.h"
+
+#include "banned.h" /* last: poisons unsafe functions */
+
+static const char *const sql_templates[OBX_STORE_SQL_COUNT] = {
+    [OBX_STORE_LEASE] = obx_sql_lease_batch,
+    [OBX_STORE_FINISH_ROWS] = obx_sql_finish_rows,
+    [OBX_STORE_DONE_PRUNE] = obx_sql_finish_done_prune,
+    [OBX_STORE_DONE_MARK] = obx_sql_finish_done_mark,
+    [OBX_STORE_PRUNE] = obx_sql_prune_done,
+    [OBX_STORE_SESSION] = obx_sql_session_setup,
+    [OBX_STORE_LISTEN] = obx_sql_listen_wakeup,
+};
+
+/*
+ * Added to the conninfo unless it (or a PG* environment variable) sets
+ * them: a black-holed server is noticed within about 30 s instead of the
+ * kernel's two hours, and a connect attempt gives up after 5 s.
+ */
+static const char *const conn_defaults[][2] = {
+    {"connect_timeout", "5"},     {"keepalives", "1"},       {"keepalives_idle", "10"},
+    {"keepalives_interval", "5"}, {"keepalives_count", "3"}, {"tcp_user_timeout", "30000"},
+};
+
+#define CONN_DEFAULT_COUNT (sizeof(conn_defaults) / sizeof(conn_defaults[0]))
+
+/* The library never prints, and libpq's default notice processor does. */
+static void
+ignore_notice(void *arg, const char *message)
+{
+    (void)arg;
+    (void)message;
+}
+
+/* libpq's connection messages span lines ("\n\tIs the server running..."). */
+static void
+one_line(outbox_error *err)
+{
+    if (err == NULL) {
+        return;
+    }
+    for (char *p = err->message; *p != '\0'; p++) {
+        if (*p == '\n' || *p == '\t') {
+            *p = ' ';
+        }
+    }
+}
+
+static int
+option_is_set(const PQconninfoOption *opts, const char *keyword)
+{
+    for (; opts != NULL && opts->keyword != NULL; opts++) {
+        if (strcmp(opts->keyword, keyword) == 0) {
+            return opts->val != NULL && opts->val[0] != '\0';
+        }
+    }
+    return 0;
+}
+
+static outbox_status
+exec_checked(struct obx_store *store, enum obx_store_sql which, const char *const *params,
+             int nparams, const char *doing, outbox_error *err)
+{
+    PGresult *res =
+        PQexecParams(store->conn, store->sql[which], nparams, NULL, params, NULL, NULL, 0);
+    ExecStatusType st = PQresultStatus(res);
+    outbox_status status = OUTBOX_OK;
+
+    if (st != PGRES_TUPLES_OK && st != PGRES_COMMAND_OK) {
+        status = obx_fail_pg(err, store->conn, res, doing);
+    }
+    PQclear(res);
+    return status;
+}
+
+/* Session settings and LISTEN: what a new connection must redo. */
+static outbox_status
+prepare_session(struct obx_store *store, outbox_error *err)
+{
+    const char *params[] = {store->schema};
+    outbox_status status;
+
+    status = exec_checked(store, OBX_STORE_SESSION, NULL, 0, "set session timeouts", err);
+    if (status == OUTBOX_OK && store->listening) {
+        status = exec_checked(store, OBX_STORE_LISTEN, params, 1, "listen for wake-ups", err);
+    }
+    return status;
+}
+
+static PGconn *
+connect_with_defaults(const struct obx_store *store, const PQconninfoOption *given)
+{
+    const char *keys[CONN_DEFAULT_COUNT + 3];
+    const char *values[CONN_DEFAULT_COUNT + 3];
+    PQconninfoOption *env = PQconndefaults(); /* values from PG* environment variables */
+    size_t n = 0;
+    PGconn *conn;
+
+    /* expand_dbname: the first "dbname" may be a whole URL or key=value string. */
+    keys[n] = "dbname";
+    values[n++] = store->conninfo;
+    for (size_t i = 0; i < CONN_DEFAULT_COUNT; i++) {
+        if (!option_is_set(given, conn_defaults[i][0]) &&
+            !option_is_set(env, conn_defaults[i][0])) {
+            keys[n] = conn_defaults[i][0];
+            values[n++] = conn_defaults[i][1];
+        }
+    }
+    if (store->application_name != NULL) {
+        keys[n] = "fallback_application_name"; /* an explicit application_name wins */
+        values[n++] = store->application_name;
+    }
+    keys[n] = NULL;
+    values[n] = NULL;
+    conn = PQconnectdbParams(keys, values, 1);
+    PQconninfoFree(env);
+    return conn;
+}
+
+static outbox_status
+connect_store(struct obx_store *store, outbox_error *err)
+{
+    char *parse_error = NULL;
+    PQconninfoOption *given = PQconninfoParse(store->conninfo, &parse_error);
+    PGconn *conn;
+    outbox_status status;
+
+    if (given == NULL) {
+        /* libpq's message may quote the conninfo, password included. */
+        PQfreemem(parse_error);
+        return obx_fail(err, OUTBOX_EINVAL, "conninfo is not a libpq URL or key=value string");
+    }
+    conn = connect_with_defaults(store, given);
+    PQconninfoFree(given);
+    if (conn == NULL) {
+        return obx_fail(err, OUTBOX_ENOMEM, "connect to postgresql: out of memory");
+    }
+    PQsetNoticeProcessor(conn, ignore_notice, NULL);
+    if (PQstatus(conn) != CONNECTION_OK) {
+        status = obx_fail_pg(err, conn, NULL, "connect to postgresql");
+        one_line(err);
+        PQfinish(conn);
+        return status;
+    }
+    store->conn = conn;
+    status = prepare_session(store, err);
+    if (status != OUTBOX_OK) {
+        PQfinish(store->conn);
+        store->conn = NULL;
+    }
+    return status;
+}
+
+outbox_status
+obx_store_require_connection(struct obx_store *store, outbox_error *err)
+{
+    if (store->conn == NULL || PQstatus(store->conn) != CONNECTION_OK) {
+        return obx_fail(err, OUTBOX_EUNAVAILABLE, "not connected to postgresql: reconnect first");
+    }
+    return OUTBOX_OK;
+}
+
+void
+obx_store_close(struct obx_store *store)
+{
+    if (store == NULL) {
+        return;
+    }
+    PQfinish(store->conn);
+    for (int i = 0; i < OBX_STORE_SQL_COUNT; i++) {
+        free(store->sql[i]);
+    }
+    free(store->conninfo);
+    free(store->application_name);
+    free(store->schema);
+    free(store);
+}
+
+static char *
+copy_or_null(const char *s)
+{
+    return s != NULL ? strdup(s) : NULL;
+}
+
+/* Everything but the connection; NULL when out of memory. */
+static struct obx_store *
+store_new(const struct obx_store_options *opts, const char *quoted)
+{
+    struct obx_store *store = calloc(1, sizeof(*store));
+    int ok;
+
+    if (store == NULL) {
+        return NULL;
+    }
+    store->conninfo = strdup(opts->conninfo);
+    store->schema = strdup(opts->schema);
+    store->application_name = copy_or_null(opts->application_name);
+    ok = store->conninfo != NULL && store->schema != NULL &&
+         (opts->application_name == NULL || store->application_name != NULL);
+    for (int i = 0; i < OBX_STORE_SQL_COUNT; i++) {
+        store->sql[i] = obx_sql_render(sql_templates[i], quoted);
+        ok = ok && store->sql[i] != NULL;
+    }
+    if (!ok) {
+        obx_store_close(store);
+        return NULL;
+    }
+    return store;
+}
+
+outbox_status
+obx_store_open(const struct obx_store_options *opts, struct obx_store **out, outbox_error *err)
+{
+    char quoted[OBX_SCHEMA_QUOTED_CAP];
+    struct obx_store *store;
+    outbox_status status;
+
+    obx_error_reset(err);
+    if (opts->conninfo == NULL) {
+        return obx_fail(err, OUTBOX_EINVAL, "conninfo is required");
+    }
+    status = obx_sql_quote_schema(opts->schema, quoted, err);
+    if (status != OUTBOX_OK) {
+        return status;
+    }
+    store = store_new(opts, quoted);
+    if (store == NULL) {
+        return obx_fail(err, OUTBOX_ENOMEM, "open store: out of memory");
+    }
+    status = connect_store(store, err);
+    if (status != OUTBOX_OK) {
+        obx_store_close(store);
+        return status;
+    }
+    *out = store;
+    return OUTBOX_OK;
+}
+
+outbox_status
+obx_store_reconnect(struct obx_store *store, outbox_error *err)
+{
+    obx_error_reset(err);
+    PQfinish(store->conn);
+    store->conn = NULL;
+    return connect_store(store, err);
+}
+
+outbox_status
+obx_store_listen(struct obx_store *store, outbox_error *err)
+{
+    const char *params[] = {store->schema};
+    outbox_status status;
+
+    obx_error_reset(err);
+    status = obx_store_require_connection(store, err);
+    if (status == OUTBOX_OK) {
+        status = exec_checked(store, OBX_STORE_LISTEN, params, 1, "listen for wake-ups", err);
+    }
+    if (status == OUTBOX_OK) {
+        store->listening = 1;
+    }
+    return status;
+}
+
+static long long
+monotonic_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Frees every queued notification; returns how many there were. */
+static int
+drain_notifications(PGconn *conn)
+{
+    PGnotify *n;
+    int count = 0;
+
+    while ((n = PQnotifies(conn)) != NULL) {
+        PQfreemem(n);
+        count++;
+    }
+    return count;
+}
+
+outbox_status
+obx_store_wait(struct obx_store *store, int timeout_ms, int *woken, outbox_error *err)
+{
+    long long deadline_ms = monotonic_ms() + (timeout_ms > 0 ? timeout_ms : 0);
+    outbox_status status;
+
+    obx_error_reset(err);
+    status = obx_store_require_connection(store, err);
+    if (status != OUTBOX_OK) {
+        return status;
+    }
+    /* Notifications read during earlier statements are already queued. */
+    for (;;) {
+        struct pollfd pfd = {.fd = PQsocket(store->conn), .events = POLLIN};
+        long long left_ms = deadline_ms - monotonic_ms();
+        int ready;
+
+        if (drain_notifications(store->conn) > 0) {
+            *woken = 1;
+            return OUTBOX_OK;
+        }
+        if (left_ms <= 0) {
+            *woken = 0;
+            return OUTBOX_OK;
+        }
+        if (pfd.fd < 0) {
+            return obx_fail(err, OUTBOX_EUNAVAILABLE, "wait for a wake-up: no connection");
+        }
+        ready = poll(&pfd, 1, (int)left_ms);
+        if (ready < 0 && errno != EINTR) {
+            return obx_fail(err, OUTBOX_EUNAVAILABLE, "wait for a wake-up: poll failed: errno %d",
+                            errno);
+        }
+        /* Also reads the EOF of a server that went away: then the status says so. */
+        if (ready > 0 && !PQconsumeInput(store->conn)) {
+            status = obx_fail_pg(err, store->conn, NULL, "wait for a wake-up");
+            one_line(err);
+            return status;
+        }
+    }
+}

@@ -1,0 +1,37 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * store_int.h - the insides of a store, shared by store_conn_pg.c (the
+ * connection and the wake-up) and store_pg.c (lease, finish, prune).
+ */
+#ifndef OBX_STORE_INT_H
+#define OBX_STORE_INT_H
+
+#include <libpq-fe.h>
+
+#include "store.h"
+
+/* The store's statements, rendered for its schema at open. */
+enum obx_store_sql {
+    OBX_STORE_LEASE,
+    OBX_STORE_FINISH_ROWS,
+    OBX_STORE_DONE_PRUNE,
+    OBX_STORE_DONE_MARK,
+    OBX_STORE_PRUNE,
+    OBX_STORE_SESSION,
+    OBX_STORE_LISTEN,
+    OBX_STORE_SQL_COUNT
+};
+
+struct obx_store {
+    PGconn *conn;                   /* NULL while disconnected */
+    char *conninfo;                 /* owned; never put into a message: it may hold a password */
+    char *application_name;         /* owned; NULL for libpq's default */
+    char *schema;                   /* owned, unquoted: the wake-up channel is derived from it */
+    char *sql[OBX_STORE_SQL_COUNT]; /* owned, rendered for the schema */
+    int listening;                  /* LISTEN was asked for: repeated after a reconnect */
+};
+
+/* OUTBOX_EUNAVAILABLE unless the store holds a live connection. */
+outbox_status obx_store_require_connection(struct obx_store *store, outbox_error *err);
+
+#endif
