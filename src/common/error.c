@@ -38,7 +38,12 @@ obx_fail(outbox_error *err, outbox_status code, const char *fmt, ...)
     return code;
 }
 
-/* SQLSTATEs that mean "the server is going away or cannot serve now". */
+/*
+ * SQLSTATEs that mean "the server is going away or cannot serve now":
+ * connection errors (08), out of resources (53), shutdown (57P01-03), and
+ * our own statement_timeout (57014) and lock_timeout (55P03). Retrying later
+ * is right for all of them, and none may spend an attempt.
+ */
 static int
 sqlstate_is_transient(const char *sqlstate)
 {
@@ -47,7 +52,8 @@ sqlstate_is_transient(const char *sqlstate)
     }
     return strncmp(sqlstate, "08", 2) == 0 || strncmp(sqlstate, "53", 2) == 0 ||
            strcmp(sqlstate, "57P01") == 0 || strcmp(sqlstate, "57P02") == 0 ||
-           strcmp(sqlstate, "57P03") == 0;
+           strcmp(sqlstate, "57P03") == 0 || strcmp(sqlstate, "57014") == 0 ||
+           strcmp(sqlstate, "55P03") == 0;
 }
 
 /* libpq messages end in a newline; ours never do. */

@@ -21,8 +21,9 @@ outbox_status obx_fail(outbox_error *err, outbox_status code, const char *fmt, .
 
 /*
  * Classifies a failed libpq call by meaning: a lost connection, or a
- * SQLSTATE of class 08 (connection), 57P01-57P03 (shutdown) or 53 (out of
- * resources), is OUTBOX_EUNAVAILABLE (retry later, spend no attempt);
+ * SQLSTATE of class 08 (connection), 57P01-57P03 (shutdown), 53 (out of
+ * resources), 57014 (statement timeout) or 55P03 (lock timeout), is
+ * OUTBOX_EUNAVAILABLE (retry later, spend no attempt);
  * anything else the server answered is OUTBOX_EDB with its SQLSTATE. `res`
  * may be NULL when libpq ran out of memory.
  */

@@ -141,7 +141,10 @@ obx_format_timestamp_ms(int64_t unix_ms, char *out, outbox_error *err)
                         "occurred_at %lld ms is outside 1970-01-01 to 9999-12-31",
                         (long long)unix_ms);
     }
-    snprintf(out, 32, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1,
-             tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(unix_ms % 1000));
+    /* The modulos cannot change in-range values; they let the compiler see the widths. */
+    snprintf(out, 32, "%04u-%02u-%02uT%02u:%02u:%02u.%03uZ", (unsigned)(tm.tm_year + 1900) % 10000u,
+             (unsigned)(tm.tm_mon + 1) % 100u, (unsigned)tm.tm_mday % 100u,
+             (unsigned)tm.tm_hour % 100u, (unsigned)tm.tm_min % 100u, (unsigned)tm.tm_sec % 100u,
+             (unsigned)(unix_ms % 1000));
     return OUTBOX_OK;
 }

@@ -400,7 +400,7 @@ bus_usable(struct obx_bus *bus, struct slot *sl)
     pthread_mutex_lock(&bus->mu);
     lost = bus->lost_epoch != bus->batch_epoch;
     pthread_mutex_unlock(&bus->mu);
-    if (!lost && obx_bus_is_connected(bus)) {
+    if (!lost && obx_bus_connected_now(bus)) {
         return 1;
     }
     slot_set(sl, OBX_PUBLISH_UNAVAILABLE, lost ? NOTE_LOST : NOTE_NOT_CONNECTED, NULL);
@@ -487,8 +487,14 @@ static void
 collect_core(struct obx_bus *bus)
 {
     natsStatus ns = NATS_CONNECTION_CLOSED;
-    int lost;
+    int lost, any = 0;
 
+    for (size_t i = 0; i < bus->batch_count && !any; i++) {
+        any = bus->slots[i].waiting;
+    }
+    if (!any) {
+        return;
+    }
     if (bus->nc != NULL) {
         ns = natsConnection_FlushTimeout(bus->nc, bus->publish_timeout_ms);
     }

@@ -103,8 +103,8 @@ on_closed(natsConnection *nc, void *closure)
         obx_nats_log_state(OUTBOX_LOG_INFO, "nats connection closed", NULL, bus->name,
                            bus->url_redacted);
     } else {
-        obx_nats_log_state(OUTBOX_LOG_WARN, "nats connection closed by the server, will reopen",
-                           NULL, bus->name, bus->url_redacted);
+        obx_nats_log_state(OUTBOX_LOG_WARN, "nats connection closed, will reopen", NULL, bus->name,
+                           bus->url_redacted);
     }
     note_lost(bus, nc);
     pthread_mutex_lock(&bus->mu);
@@ -200,10 +200,10 @@ bus_connect(struct obx_bus *bus, outbox_error *err)
 }
 
 /*
- * nats.c stops reconnecting after some server errors (-ERR other than
- * auth, permissions or stale), leaving the connection closed for good.
- * The contract says the bus reconnects forever, so open a new one, at
- * most once per reconnect wait.
+ * nats.c stops reconnecting in some cases (the same auth error twice in a
+ * row, some -ERRs on an established connection), leaving the connection
+ * closed for good. The contract says the bus reconnects forever, so open
+ * a new one, at most once per reconnect wait.
  */
 void
 obx_bus_reopen_if_closed(struct obx_bus *bus)
@@ -360,15 +360,29 @@ obx_bus_close(struct obx_bus *bus)
 }
 
 int
-obx_bus_is_connected(struct obx_bus *bus)
+obx_bus_connected_now(struct obx_bus *bus)
 {
     return bus->nc != NULL && natsConnection_Status(bus->nc) == NATS_CONN_STATUS_CONNECTED;
+}
+
+/*
+ * Callers ask this before sending and do not send while it is false, so
+ * this is where a connection closed for good gets replaced; never while a
+ * batch is in flight, whose window holds the old connection's messages.
+ */
+int
+obx_bus_is_connected(struct obx_bus *bus)
+{
+    if (!bus->batch_open) {
+        obx_bus_reopen_if_closed(bus);
+    }
+    return obx_bus_connected_now(bus);
 }
 
 size_t
 obx_bus_max_payload(struct obx_bus *bus)
 {
-    if (obx_bus_is_connected(bus)) {
+    if (obx_bus_connected_now(bus)) {
         int64_t max_payload = natsConnection_GetMaxPayload(bus->nc);
 
         if (max_payload > 0) {

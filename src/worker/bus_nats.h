@@ -3,9 +3,9 @@
  * bus_nats.h - what other *_nats.c files (stream setup, tests) may reach
  * inside an open bus: its nats.c handles, borrowed.
  *
- * Both are valid until the next obx_bus_send() or obx_bus_close() on the
- * bus's own thread: a bus whose connection the server closed for good
- * replaces it on the next send.
+ * Both are valid until the next obx_bus_send(), obx_bus_is_connected() or
+ * obx_bus_close() on the bus's own thread: a bus whose connection nats.c
+ * closed for good replaces it there.
  */
 #ifndef OBX_BUS_NATS_H
 #define OBX_BUS_NATS_H

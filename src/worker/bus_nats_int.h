@@ -89,8 +89,11 @@ void obx_bus_unref_unlock(struct obx_bus *bus);
 /* Takes back the messages nats.c still holds unacked and destroys them. */
 void obx_bus_reclaim_pending(struct obx_bus *bus);
 
-/* Replaces a connection the server closed for good, at most once per reconnect wait. */
+/* Replaces a connection nats.c closed for good, at most once per reconnect wait. */
 void obx_bus_reopen_if_closed(struct obx_bus *bus);
+
+/* Connected right now; unlike obx_bus_is_connected() never reopens anything. */
+int obx_bus_connected_now(struct obx_bus *bus);
 
 /* bus_batch_nats.c */
 

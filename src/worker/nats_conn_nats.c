@@ -42,6 +42,42 @@ log_async_error(natsConnection *nc, natsSubscription *sub, natsStatus s, void *c
             clean);
 }
 
+/* Reports `s` as `code`, with nats.c's reason for it. */
+static outbox_status
+fail_as(outbox_error *err, natsStatus s, outbox_status code, const char *doing)
+{
+    natsStatus last_status = NATS_OK;
+    const char *last = nats_GetLastError(&last_status);
+    char clean[256];
+    /* The thread's last error only explains `s` if it is about the same status. */
+    if (last == NULL || last_status != s) {
+        last = "";
+    }
+    /* nats.c prefixes "(conn.c:2088): "; the reason alone reads better. */
+    if (last[0] == '(' && strstr(last, "): ") != NULL) {
+        last = strstr(last, "): ") + 3;
+    }
+    if (strcmp(last, natsStatus_GetText(s)) == 0) {
+        last = "";
+    }
+    obx_nats_redact(last, clean, sizeof(clean));
+    return obx_fail(err, code, "%s: %s%s%s", doing, natsStatus_GetText(s), clean[0] ? ": " : "",
+                    clean);
+}
+
+outbox_status
+obx_nats_fail(outbox_error *err, natsStatus s, outbox_status otherwise, const char *doing)
+{
+    outbox_status code = otherwise;
+
+    if (obx_nats_status_is_transport(s)) {
+        code = OUTBOX_EUNAVAILABLE;
+    } else if (s == NATS_NO_MEMORY) {
+        code = OUTBOX_ENOMEM;
+    }
+    return fail_as(err, s, code, doing);
+}
+
 static int
 is_set(const char *s)
 {
@@ -65,16 +101,16 @@ set_tls(natsOptions *o, const struct obx_nats_settings *s, outbox_error *err)
     if (ns == NATS_OK && is_set(s->tls_ca_file)) {
         ns = natsOptions_LoadCATrustedCertificates(o, s->tls_ca_file);
         if (ns != NATS_OK) {
-            return obx_nats_fail(err, ns, OUTBOX_EINVAL, "loading tls_ca_file");
+            return fail_as(err, ns, OUTBOX_EINVAL, "loading tls_ca_file");
         }
     }
     if (ns == NATS_OK && is_set(s->tls_cert_file)) {
         ns = natsOptions_LoadCertificatesChain(o, s->tls_cert_file, s->tls_key_file);
         if (ns != NATS_OK) {
-            return obx_nats_fail(err, ns, OUTBOX_EINVAL, "loading tls_cert_file/tls_key_file");
+            return fail_as(err, ns, OUTBOX_EINVAL, "loading tls_cert_file/tls_key_file");
         }
     }
-    return ns == NATS_OK ? OUTBOX_OK : obx_nats_fail(err, ns, OUTBOX_EINVAL, "enabling tls");
+    return ns == NATS_OK ? OUTBOX_OK : fail_as(err, ns, OUTBOX_EINVAL, "enabling tls");
 }
 
 /* Reconnect and liveness settings: forever, jittered, pings and write deadline. */
@@ -146,7 +182,7 @@ obx_nats_options_new(const struct obx_nats_settings *s, natsOptions **out, outbo
     if (st == OUTBOX_OK && is_set(s->creds_file)) {
         ns = natsOptions_SetUserCredentialsFromFiles(o, s->creds_file, NULL);
         if (ns != NATS_OK) {
-            st = obx_nats_fail(err, ns, OUTBOX_EINVAL, "loading creds_file");
+            st = fail_as(err, ns, OUTBOX_EINVAL, "loading creds_file");
         }
     }
 done:
@@ -179,35 +215,6 @@ obx_nats_status_is_transport(natsStatus s)
     default:
         return 0;
     }
-}
-
-outbox_status
-obx_nats_fail(outbox_error *err, natsStatus s, outbox_status otherwise, const char *doing)
-{
-    natsStatus last_status = NATS_OK;
-    const char *last = nats_GetLastError(&last_status);
-    char clean[256];
-    outbox_status code = otherwise;
-
-    if (obx_nats_status_is_transport(s)) {
-        code = OUTBOX_EUNAVAILABLE;
-    } else if (s == NATS_NO_MEMORY) {
-        code = OUTBOX_ENOMEM;
-    }
-    /* The thread's last error only explains `s` if it is about the same status. */
-    if (last == NULL || last_status != s) {
-        last = "";
-    }
-    /* nats.c prefixes "(conn.c:2088): "; the reason alone reads better. */
-    if (last[0] == '(' && strstr(last, "): ") != NULL) {
-        last = strstr(last, "): ") + 3;
-    }
-    if (strcmp(last, natsStatus_GetText(s)) == 0) {
-        last = "";
-    }
-    obx_nats_redact(last, clean, sizeof(clean));
-    return obx_fail(err, code, "%s: %s%s%s", doing, natsStatus_GetText(s), clean[0] ? ": " : "",
-                    clean);
 }
 
 /* Length of the user information after "://" (up to and including '@'), or 0. */

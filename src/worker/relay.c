@@ -219,10 +219,7 @@ lease_batch(struct outbox_relay *relay, struct obx_lease *lease)
         return;
     }
     if (lease->quarantined > 0) {
-        obx_log(OUTBOX_LOG_WARN,
-                "rows dead-lettered after repeated lease expiries relay=%s rows=%d "
-                "reason=lease_expired_without_outcome",
-                relay->opts.name, lease->quarantined);
+        /* The store logs each such row with its event id. */
         pthread_mutex_lock(&relay->stats_lock);
         relay->stats.dead += (unsigned long long)lease->quarantined;
         pthread_mutex_unlock(&relay->stats_lock);
@@ -278,7 +275,41 @@ log_outcomes(struct outbox_relay *relay, const struct obx_lease *lease,
     }
 }
 
-/* Writes the outcomes of a batch; a failure leaves the rows to their lease expiry. */
+/*
+ * After a lost connection, reconnects until `deadline_ms` (monotonic).
+ * Returns 1 with a store, 0 when time ran out or a stop was requested.
+ */
+static int
+reconnect_until(struct outbox_relay *relay, long long deadline_ms)
+{
+    while (!relay->stop_requested && monotonic_ms() < deadline_ms) {
+        if (ensure_store(relay)) {
+            return 1;
+        }
+    }
+    return relay->store != NULL;
+}
+
+static outbox_status
+finish_once(struct outbox_relay *relay, const struct obx_lease *lease,
+            const struct obx_relay_batch *b, const struct obx_finish_options *fo,
+            struct obx_finish_counts *counts, outbox_error *err)
+{
+    memset(counts, 0, sizeof(*counts));
+    obx_error_reset(err);
+    if (relay->store == NULL) {
+        return obx_fail(err, OUTBOX_EUNAVAILABLE, "no database connection");
+    }
+    return obx_store_finish(relay->store, lease, b->outcomes, b->reasons, fo, counts, err);
+}
+
+/*
+ * Writes the outcomes of a batch. The finish is one statement guarded by
+ * the lease token, so after a lost connection it is retried as is while
+ * the lease still holds: rows already published must not fall back to
+ * their lease expiry, which would count against them. Rows a lost commit
+ * already finished come back as `lost`.
+ */
 static void
 finish_batch(struct outbox_relay *relay, const struct obx_lease *lease,
              struct obx_relay_batch *b, int release_delay_ms)
@@ -290,21 +321,26 @@ finish_batch(struct outbox_relay *relay, const struct obx_lease *lease,
         .backoff_base_ms = relay->opts.backoff_base_ms,
         .backoff_cap_ms = relay->opts.backoff_cap_ms,
     };
-    struct obx_finish_counts counts = {0};
+    /* Leave a margin: a retry that lands after the lease ends changes nothing anyway. */
+    long long deadline_ms = monotonic_ms() + (long long)relay->opts.lease_seconds * 1000 / 2;
+    struct obx_finish_counts counts;
     outbox_error err = {0};
+    outbox_status st;
 
     if (lease->count == 0) {
         return;
     }
-    if (relay->store == NULL ||
-        obx_store_finish(relay->store, lease, b->outcomes, b->reasons, &fo, &counts, &err) !=
-            OUTBOX_OK) {
-        if (err.code == OUTBOX_EUNAVAILABLE) {
-            drop_store(relay, &err);
-        } else if (relay->store != NULL) {
-            obx_log(OUTBOX_LOG_ERROR, "finish failed relay=%s error=\"%s\" sqlstate=%s",
-                    relay->opts.name, err.message, err.sqlstate);
+    st = finish_once(relay, lease, b, &fo, &counts, &err);
+    while (st == OUTBOX_EUNAVAILABLE) {
+        drop_store(relay, &err);
+        if (!reconnect_until(relay, deadline_ms)) {
+            return; /* the rows fall back to their lease expiry */
         }
+        st = finish_once(relay, lease, b, &fo, &counts, &err);
+    }
+    if (st != OUTBOX_OK) {
+        obx_log(OUTBOX_LOG_ERROR, "finish failed relay=%s error=\"%s\" sqlstate=%s",
+                relay->opts.name, err.message, err.sqlstate);
         return;
     }
     count_outcomes(relay, b, &counts);

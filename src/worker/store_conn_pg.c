@@ -319,33 +319,32 @@ obx_store_wait(struct obx_store *store, int timeout_ms, int *woken, outbox_error
     if (status != OUTBOX_OK) {
         return status;
     }
-    /* Notifications read during earlier statements are already queued. */
     for (;;) {
         struct pollfd pfd = {.fd = PQsocket(store->conn), .events = POLLIN};
-        long long left_ms = deadline_ms - monotonic_ms();
-        int ready;
+        long long left_ms;
 
+        /*
+         * Never blocks (libpq's socket is non-blocking). Notifications read
+         * during earlier statements are queued already; this adds what has
+         * arrived since, and reads the EOF of a server that went away.
+         */
+        if (!PQconsumeInput(store->conn)) {
+            status = obx_fail_pg(err, store->conn, NULL, "wait for a wake-up");
+            one_line(err);
+            return status;
+        }
         if (drain_notifications(store->conn) > 0) {
             *woken = 1;
             return OUTBOX_OK;
         }
+        left_ms = deadline_ms - monotonic_ms();
         if (left_ms <= 0) {
             *woken = 0;
             return OUTBOX_OK;
         }
-        if (pfd.fd < 0) {
-            return obx_fail(err, OUTBOX_EUNAVAILABLE, "wait for a wake-up: no connection");
-        }
-        ready = poll(&pfd, 1, (int)left_ms);
-        if (ready < 0 && errno != EINTR) {
+        if (poll(&pfd, 1, (int)left_ms) < 0 && errno != EINTR) {
             return obx_fail(err, OUTBOX_EUNAVAILABLE, "wait for a wake-up: poll failed: errno %d",
                             errno);
-        }
-        /* Also reads the EOF of a server that went away: then the status says so. */
-        if (ready > 0 && !PQconsumeInput(store->conn)) {
-            status = obx_fail_pg(err, store->conn, NULL, "wait for a wake-up");
-            one_line(err);
-            return status;
         }
     }
 }

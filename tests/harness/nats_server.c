@@ -7,7 +7,10 @@
  * binaries can never race for a port. Restarts reuse that port and the same
  * store dir, so clients reconnect to the same URL and streams survive.
  * "Up" means a nats.c connect succeeds and JetStream answers an account
- * info request, not merely that the port is open.
+ * info request, not merely that the port is open. A test may restart the
+ * server with credentials the harness does not know; then a refused
+ * anonymous connect plus an "ok" from the monitoring port's /healthz (which
+ * checks JetStream too) counts as up.
  *
  * Layout: <run>/nats (ports files), <run>/nats/js (store), <run>/nats/server.log.
  */
@@ -15,13 +18,17 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <unistd.h>
 
+#include <arpa/inet.h>
 #include <criterion/criterion.h>
 #include <jansson.h>
 #include <nats/nats.h>
@@ -51,29 +58,63 @@ nats_paths(const char *run_dir, struct nats_paths *p)
                : 0;
 }
 
-/* The client port from nats-server_<pid>.ports, or 0 while it is not (fully) written. */
+/* The port of the first URL in `key` of a ports file, or 0. */
 static int
-read_ports_file(const struct nats_paths *p, pid_t pid)
+port_of(json_t *root, const char *key)
+{
+    const char *url = json_string_value(json_array_get(json_object_get(root, key), 0));
+    const char *colon = url != NULL ? strrchr(url, ':') : NULL;
+
+    return colon != NULL ? (int)strtol(colon + 1, NULL, 10) : 0;
+}
+
+/* Client and monitoring ports from nats-server_<pid>.ports; 0 while it is not (fully) written. */
+static int
+read_ports_file(const struct nats_paths *p, pid_t pid, int *monitor_port)
 {
     char path[600];
     json_t *root;
-    const char *url;
-    const char *colon;
-    int port = 0;
+    int port;
 
     snprintf(path, sizeof(path), "%s/nats-server_%d.ports", p->dir, (int)pid);
     root = json_load_file(path, 0, NULL);
-    url = json_string_value(json_array_get(json_object_get(root, "nats"), 0));
-    colon = url != NULL ? strrchr(url, ':') : NULL;
-    if (colon != NULL) {
-        port = (int)strtol(colon + 1, NULL, 10);
-    }
+    port = port_of(root, "nats");
+    *monitor_port = port_of(root, "monitoring");
     json_decref(root);
     return port;
 }
 
-/* 1 when a client can connect and JetStream answers; the reason otherwise. */
+/* 1 when GET /healthz on the monitoring port answers 200 with status ok. */
 static int
+healthz_ok(int port)
+{
+    static const char request[] = "GET /healthz HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
+    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((unsigned short)port)};
+    struct timeval timeout = {2, 0};
+    char reply[2048];
+    size_t used = 0;
+    ssize_t n;
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout)) != 0 ||
+        connect(fd, (struct sockaddr *)&addr, sizeof(addr)) != 0 ||
+        write(fd, request, sizeof(request) - 1) != (ssize_t)(sizeof(request) - 1)) {
+        if (fd >= 0) {
+            close(fd);
+        }
+        return 0;
+    }
+    while (used < sizeof(reply) - 1 && (n = read(fd, reply + used, sizeof(reply) - 1 - used)) > 0) {
+        used += (size_t)n;
+    }
+    close(fd);
+    reply[used] = '\0';
+    return strstr(reply, " 200 ") != NULL && strstr(reply, "\"ok\"") != NULL;
+}
+
+/* NATS_OK when a client can connect and JetStream answers; the reason in `why` otherwise. */
+static natsStatus
 jetstream_answers(int port, char *why, size_t len)
 {
     char url[64];
@@ -106,6 +147,18 @@ jetstream_answers(int port, char *why, size_t len)
     jsCtx_Destroy(js);
     natsConnection_Destroy(nc);
     natsOptions_Destroy(opts);
+    return s;
+}
+
+/* Up: JetStream answers, or the server refuses strangers and its health check is ok. */
+static int
+answers(int port, int monitor_port, char *why, size_t len)
+{
+    natsStatus s = jetstream_answers(port, why, len);
+
+    if (s == NATS_CONNECTION_AUTH_FAILED || s == NATS_NOT_PERMITTED) {
+        return monitor_port > 0 && healthz_ok(monitor_port);
+    }
     return s == NATS_OK;
 }
 
@@ -115,6 +168,7 @@ wait_ready(const struct nats_paths *p, struct hx_state *st, char *err, size_t le
 {
     long long deadline = harness_now_ms() + NATS_START_TIMEOUT_MS;
     int port = 0;
+    int monitor_port = 0;
     char why[256] = "no ports file yet";
 
     for (;;) {
@@ -124,9 +178,9 @@ wait_ready(const struct nats_paths *p, struct hx_state *st, char *err, size_t le
             return -1;
         }
         if (port == 0) {
-            port = read_ports_file(p, st->nats_pid);
+            port = read_ports_file(p, st->nats_pid, &monitor_port);
         }
-        if (port > 0 && jetstream_answers(port, why, sizeof(why))) {
+        if (port > 0 && answers(port, monitor_port, why, sizeof(why))) {
             st->nats_port = port;
             return 0;
         }
@@ -145,10 +199,12 @@ hx_nats_launch(const char *run_dir, struct hx_state *st, char *const extra[], ch
     struct nats_paths p;
     char exe[512];
     char port[16];
-    char *argv[16 + MAX_EXTRA] = {exe,   "-js", "-a",   "127.0.0.1", "-p", port, "--ports_file_dir",
-                                  p.dir, "-sd", p.store};
+    /* -m -1: a monitoring port for /healthz, in case a test turns authentication on. */
+    char *argv[16 + MAX_EXTRA] = {exe,   "-js",  "-a", "127.0.0.1",        "-p",
+                                  port,  "-m",   "-1", "--ports_file_dir", p.dir,
+                                  "-sd", p.store};
     struct hx_exec x = {exe, argv, NULL, -1, run_dir, NULL, 0, -1};
-    size_t n = 10;
+    size_t n = 12;
 
     if (nats_paths(run_dir, &p) != 0 || hx_which("nats-server", exe, sizeof(exe)) != 0) {
         snprintf(err, len, "nats-server not found in PATH");

@@ -19,8 +19,10 @@
 #include <unistd.h>
 
 #include "bus.h"
+#include "bus_nats.h"
 #include "harness.h"
 #include "outbox/worker.h"
+#include "raw_publish.h"
 #include "stream.h"
 
 #include "banned.h" /* last: poisons unsafe functions */
@@ -66,6 +68,20 @@ logged(const char *needle)
 
     pthread_mutex_lock(&log_mu);
     found = strstr(log_text, needle) != NULL;
+    pthread_mutex_unlock(&log_mu);
+    return found;
+}
+
+/* 1 if `needle` was logged at least twice. */
+static int
+logged_twice(const char *needle)
+{
+    const char *first;
+    int found;
+
+    pthread_mutex_lock(&log_mu);
+    first = strstr(log_text, needle);
+    found = first != NULL && strstr(first + 1, needle) != NULL;
     pthread_mutex_unlock(&log_mu);
     return found;
 }
@@ -403,6 +419,22 @@ Test(jetstream_bus, logs_that_it_connected_without_the_password)
     obx_bus_close(bus);
 }
 
+Test(jetstream_bus, measures_the_raw_baseline_and_fails_when_nothing_acks)
+{
+    struct obx_bus *bus = js_bus("BUS_RAW", "busraw", 5000, 16);
+    const char *url = harness_nats_url();
+    outbox_error err = {0};
+    double eps = 0;
+
+    cr_assert_eq(obx_raw_publish_rate(url, "BUS_RAW", "busraw", 500, 400, 64, &eps, &err),
+                 OUTBOX_OK, "%s", err.message);
+    cr_assert_gt(eps, 0);
+    cr_assert_eq(stream_count("BUS_RAW"), 500);
+    cr_assert_eq(obx_raw_publish_rate(url, "BUS_RAW", "busnone", 10, 400, 64, &eps, NULL),
+                 OUTBOX_EUNAVAILABLE);
+    obx_bus_close(bus);
+}
+
 /* ---- core NATS ---- */
 
 TestSuite(core_bus, .init = setup, .timeout = 60);
@@ -549,5 +581,22 @@ Test(a_faulty_server, reconnects_by_itself_after_a_kill_and_restart)
     cr_assert(logged("nats disconnected url=nats://127.0.0.1:"), "%s", log_text);
     cr_assert(logged("nats reconnected url=nats://127.0.0.1:"), "%s", log_text);
     cr_assert(!logged("s3cret"), "%s", log_text);
+    obx_bus_close(bus);
+}
+
+Test(jetstream_bus, reopens_a_connection_nats_c_closed_for_good)
+{
+    struct obx_bus *bus = js_bus("BUS_REOPEN", "busreopen", 1000, 16);
+    struct batch b;
+
+    /* What nats.c does itself after the same auth error twice in a row. */
+    natsConnection_Close(obx_bus_conn(bus));
+    cr_assert(natsConnection_IsClosed(obx_bus_conn(bus)));
+    HARNESS_WAIT_UNTIL(obx_bus_is_connected(bus), 10000);
+    cr_assert(logged_twice("nats connected url="), "a second connection: %s", log_text);
+    batch_fill(&b, "busreopen", "reopen", 4);
+    send_collect(bus, &b);
+    assert_all(&b, OBX_PUBLISH_OK, 0);
+    HARNESS_WAIT_UNTIL(logged("nats connection closed, will reopen"), 5000);
     obx_bus_close(bus);
 }

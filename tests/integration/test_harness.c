@@ -467,6 +467,21 @@ Test(a_killed_nats_server, restarts_with_extra_arguments_and_back)
     natsConnection_Destroy(nc);
 }
 
+Test(a_killed_nats_server, restarts_with_authentication_the_harness_cannot_use)
+{
+    char *extra[] = {"--user", "harness", "--pass", "s3cret", NULL};
+    char url[96];
+    natsStatus s;
+
+    harness_nats_restart_with_args(extra);
+    cr_assert_null(nats_connect(harness_nats_url(), 2000, &s));
+    cr_assert_eq(s, NATS_CONNECTION_AUTH_FAILED, "got %s", natsStatus_GetText(s));
+    snprintf(url, sizeof(url), "nats://harness:s3cret@127.0.0.1:%d", harness_nats_port());
+    natsConnection_Destroy(nats_connect_ok(url));
+    harness_nats_restart_with_args(NULL);
+    natsConnection_Destroy(nats_connect_ok(harness_nats_url()));
+}
+
 TestSuite(a_proxy, .init = connect_fresh, .fini = disconnect, .timeout = 60);
 
 Test(a_proxy, forwards_connections_to_its_target)

@@ -152,6 +152,30 @@ Test(wakeup, a_rolled_back_insert_does_not_wake_the_store)
     obx_store_close(store);
 }
 
+static int
+woken_without_waiting(struct obx_store *store)
+{
+    outbox_error err;
+    int woken = 0;
+
+    cr_assert_eq(obx_store_wait(store, 0, &woken, &err), OUTBOX_OK, "%s", err.message);
+    return woken;
+}
+
+Test(wakeup, a_zero_timeout_wait_reports_a_notification_that_has_arrived)
+{
+    struct obx_store *store = listening_store();
+    PGconn *writer = helper_connect();
+
+    cr_assert_eq(woken_without_waiting(store), 0);
+    harness_exec(writer, insert_sql);
+    /* A relay that polls with timeout 0 between batches must still see it. */
+    HARNESS_WAIT_UNTIL(woken_without_waiting(store), 2000);
+    cr_assert_eq(woken_without_waiting(store), 0, "each notification wakes once");
+    PQfinish(writer);
+    obx_store_close(store);
+}
+
 Test(wakeup, a_wait_without_notifications_times_out_on_time)
 {
     struct obx_store *store = listening_store();
