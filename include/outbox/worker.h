@@ -81,6 +81,7 @@ typedef struct outbox_relay_options {
     long long stream_max_age_seconds;   /* default 7 days */
     long long stream_max_bytes;         /* default -1: unlimited */
     int duplicate_window_seconds;       /* default 3600 */
+    const char *crash_on_event_type;    /* tests only: abort() on leasing this event type */
 } outbox_relay_options;
 
 OUTBOX_API void outbox_relay_options_init(outbox_relay_options *opts);

@@ -77,6 +77,8 @@ const struct obx_setting obx_settings[] = {
     STR("OUTBOX_NATS_TLS_KEY", nats_tls_key, NULL, "client key for NATS TLS"),
     CHOICE("OUTBOX_LOG_LEVEL", log_level, "info", "debug|info|warn|error", "least level logged"),
     STR("OUTBOX_NAME", name, NULL, "replica name in logs and server views; default host-pid"),
+    STR("OUTBOX_TEST_CRASH_ON_EVENT_TYPE", test_crash_on_event_type, NULL,
+        "tests only: the relay aborts when it leases an event of this type (crash-loop tests)"),
 };
 
 const size_t obx_settings_count = sizeof(obx_settings) / sizeof(obx_settings[0]);

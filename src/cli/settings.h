@@ -30,6 +30,7 @@ struct obx_config {
     const char *nats_tls_key;
     const char *log_level; /* debug | info | warn | error */
     const char *name;
+    const char *test_crash_on_event_type;
     long max_attempts;
     long lease_seconds;
     long ledger_lease_seconds;

@@ -218,6 +218,10 @@ lease_batch(struct outbox_relay *relay, struct obx_lease *lease)
         }
         return;
     }
+    if (lease->count > 0) {
+        obx_log(OUTBOX_LOG_DEBUG, "lease batch relay=%s rows=%zu lease_token=%s", relay->opts.name,
+                lease->count, lease->token);
+    }
     if (lease->quarantined > 0) {
         /* The store logs each such row with its event id. */
         pthread_mutex_lock(&relay->stats_lock);
@@ -379,6 +383,24 @@ any_unavailable(const struct obx_relay_batch *b)
 }
 
 /*
+ * The crash-loop test's poison row (FAULTS T10): a relay that leases an
+ * event of this type dies before it can finish, as if the row crashed it.
+ */
+static void
+crash_if_asked(struct outbox_relay *relay, const struct obx_relay_batch *b)
+{
+    const char *poison = relay->opts.crash_on_event_type;
+
+    for (size_t i = 0; poison != NULL && i < b->count; i++) {
+        if (b->rows[i].env.event_type != NULL && strcmp(b->rows[i].env.event_type, poison) == 0) {
+            obx_log(OUTBOX_LOG_ERROR, "crashing on purpose relay=%s event_type=%s",
+                    relay->opts.name, poison);
+            abort();
+        }
+    }
+}
+
+/*
  * Publishes `cur`, leasing `next` while its acks are in flight, then
  * finishes `cur`. Returns 1 when the broker failed the batch for a
  * transport reason (the caller pauses).
@@ -395,6 +417,7 @@ publish_batch(struct outbox_relay *relay, const struct obx_lease *cur, struct ob
     if (obx_relay_batch_prepare(&b, cur, relay->opts.subject_prefix, max_body, &err) != OUTBOX_OK) {
         return 0; /* out of memory: the lease expires and another turn retries */
     }
+    crash_if_asked(relay, &b);
     if (b.msg_count > 0 && obx_bus_send(relay->bus, b.msgs, b.msg_count, &err) != OUTBOX_OK) {
         obx_log(OUTBOX_LOG_ERROR, "publish failed relay=%s error=\"%s\"", relay->opts.name,
                 err.message);

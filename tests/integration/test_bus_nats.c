@@ -257,7 +257,7 @@ expect_stored(natsMsg *m, const struct batch *b, size_t i, int jetstream)
 
 /* ---- JetStream ---- */
 
-TestSuite(jetstream_bus, .init = setup, .timeout = 60);
+TestSuite(jetstream_bus, .init = setup, .timeout = 120);
 
 Test(jetstream_bus, stores_each_message_with_its_body_and_exact_headers)
 {
@@ -437,7 +437,7 @@ Test(jetstream_bus, measures_the_raw_baseline_and_fails_when_nothing_acks)
 
 /* ---- core NATS ---- */
 
-TestSuite(core_bus, .init = setup, .timeout = 60);
+TestSuite(core_bus, .init = setup, .timeout = 120);
 
 Test(core_bus, delivers_messages_to_a_subscriber_once_collected)
 {
@@ -494,7 +494,7 @@ open_timed(const char *url, int connect_timeout_ms, long long *elapsed_ms, struc
     return st;
 }
 
-TestSuite(an_unreachable_server, .init = setup, .timeout = 60);
+TestSuite(an_unreachable_server, .init = setup, .timeout = 120);
 
 Test(an_unreachable_server, fails_to_open_at_once_when_nothing_listens)
 {
