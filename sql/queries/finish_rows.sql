@@ -7,6 +7,8 @@
 -- lease ran out (another relay holds the row now) changes nothing; the
 -- caller counts those rows as lost. A retry that reaches $6 attempts goes
 -- dead with a dead letter; otherwise it waits backoff_ms() in database time.
+-- Dead and invalid rows park at next_attempt_at 'infinity', out of the
+-- claim's way (they keep published_at NULL, so they stay in its index).
 WITH input AS MATERIALIZED (
     SELECT *
       FROM unnest($2::uuid[], $3::text[], $4::text[]) AS i(id, outcome, reason)
@@ -28,7 +30,7 @@ WITH input AS MATERIALIZED (
        SET attempts = e.attempts + 1,
            last_error = i.reason,
            status = CASE WHEN e.attempts + 1 >= $6::integer THEN 'dead' ELSE 'pending' END,
-           next_attempt_at = CASE WHEN e.attempts + 1 >= $6::integer THEN e.next_attempt_at
+           next_attempt_at = CASE WHEN e.attempts + 1 >= $6::integer THEN 'infinity'
                                   ELSE now() + interval '1 millisecond'
                                                * /*schema*/backoff_ms(e.attempts + 1, $8::integer,
                                                                       $9::integer, random())
@@ -57,7 +59,8 @@ WITH input AS MATERIALIZED (
     RETURNING e.id
 ), invalidated AS (
     UPDATE /*schema*/events AS e
-       SET status = 'invalid', last_error = i.reason, leased_until = NULL, lease_token = NULL
+       SET status = 'invalid', last_error = i.reason, leased_until = NULL, lease_token = NULL,
+           next_attempt_at = 'infinity'
       FROM input AS i
      WHERE e.id = i.id AND i.outcome = 'invalid'
        AND e.lease_token = $1::uuid AND e.status = 'leased'

@@ -1,46 +1,36 @@
 -- lease_batch: lease up to $1 due events for $2 seconds under one fresh token.
 -- $1: batch limit; $2: lease seconds; $3: max lease expiries (>= 1).
--- Due: pending with next_attempt_at reached (events_pending_due_idx), or
--- leased with the lease run out (events_leased_until_idx); claimed by
--- state, never by an id cursor, so a low id committed late is still found.
--- Each candidate set is a MATERIALIZED CTE with its own LIMIT, so the
--- planner cannot re-run a locking subquery and the batch never exceeds $1
--- (the LIMIT-in-subquery trap). SKIP LOCKED gives replicas disjoint batches.
+-- Due: pending with next_attempt_at reached, or leased with the lease run
+-- out (a leased row keeps the next_attempt_at it was leased at). One scan
+-- of events_due_idx finds both, oldest first; claimed by state, never by an
+-- id cursor, so a low id committed late is still found. The candidates are
+-- a MATERIALIZED CTE with its LIMIT, so the planner cannot re-run a locking
+-- subquery and the batch never exceeds $1 (the LIMIT-in-subquery trap).
+-- SKIP LOCKED gives replicas disjoint batches. Only lease columns change,
+-- none of them indexed, so the update is HOT.
 -- An expired lease counts one lease expiry; the one that reaches $3 turns
 -- the row dead with a dead letter instead of leasing it again, so a row
 -- that crashes every relay that takes it stops after $3 tries.
 -- Returns the leased rows (quarantined = false) first, in id order, then
 -- the quarantined ones, without their envelope.
-WITH expired AS MATERIALIZED (
-    SELECT id, lease_expiries + 1 >= $3 AS quarantine
+WITH chosen AS MATERIALIZED (
+    SELECT id, (status = 'leased')::integer AS expiry,
+           status = 'leased' AND lease_expiries + 1 >= $3 AS quarantine
       FROM /*schema*/events
-     WHERE status = 'leased' AND leased_until < now()
-     ORDER BY leased_until
-     LIMIT $1
-       FOR UPDATE SKIP LOCKED
-), pending AS MATERIALIZED (
-    SELECT id
-      FROM /*schema*/events
-     WHERE status = 'pending' AND next_attempt_at <= now()
+     WHERE published_at IS NULL AND next_attempt_at <= now()
+       AND (status = 'pending' OR (status = 'leased' AND leased_until < now()))
      ORDER BY next_attempt_at
-     LIMIT greatest($1 - (SELECT count(*) FROM expired), 0)
+     LIMIT $1
        FOR UPDATE SKIP LOCKED
 ), batch AS MATERIALIZED (
     SELECT gen_random_uuid() AS token
-), chosen AS MATERIALIZED (
-    -- LIMIT $1 changes no result (the two sets already add up to at most
-    -- $1); it tells the planner how few rows to expect, so the update below
-    -- probes the primary key instead of hashing the whole table.
-    SELECT id, 1 AS expiry, quarantine FROM expired
-    UNION ALL
-    SELECT id, 0, false FROM pending
-     LIMIT $1
 ), stamped AS (
     UPDATE /*schema*/events AS e
        SET status = CASE WHEN c.quarantine THEN 'dead' ELSE 'leased' END,
            lease_expiries = e.lease_expiries + c.expiry,
            leased_until = CASE WHEN c.quarantine THEN NULL
                                ELSE now() + make_interval(secs => $2) END,
+           next_attempt_at = CASE WHEN c.quarantine THEN 'infinity' ELSE e.next_attempt_at END,
            lease_token = CASE WHEN c.quarantine THEN NULL ELSE b.token END,
            last_error = CASE WHEN c.quarantine THEN 'lease_expired_without_outcome'
                              ELSE e.last_error END

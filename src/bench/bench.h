@@ -12,11 +12,28 @@
 #include <jansson.h>
 #include <libpq-fe.h>
 
+#include "outbox/outbox.h"
+
 struct obx_bench_env {
     const char *database_url; /* where the outbox lives (migrated) */
     const char *nats_url;     /* NULL for benches that need no broker */
     double seconds;           /* measuring time per case and round */
     int rounds;               /* cases run interleaved, median reported */
+    long long events;         /* events per relay/consume case */
+    int batch;                /* relay lease batch / consumer fetch batch */
+    double sustain_seconds;   /* how long the sustained-load writers run */
+};
+
+/* One relay case: replicas, mode, and where its messages go. */
+struct obx_bench_relay_case {
+    int replicas;
+    int prune; /* 1: prune mode, 0: mark mode */
+    int batch;
+    long long events;
+    char stream[32];
+    char prefix[32];
+    double seconds;        /* filled: from the first lease to the last finish */
+    long long duplicates;  /* filled: acks flagged duplicate */
 };
 
 /* Prints `line` (taking the reference) as one compact JSON line. */
@@ -34,6 +51,41 @@ PGconn *obx_bench_connect(const struct obx_bench_env *env);
 /* Runs one statement; exits 1 with a message on failure. */
 void obx_bench_exec(PGconn *conn, const char *sql);
 
+/* The single value of a one-row query, or -1. */
+long long obx_bench_scalar(PGconn *conn, const char *sql);
+
+/* ---- events (loader_pg.c) ---- */
+
+extern const char obx_bench_payload[];
+
+/* A fresh ~400-byte event; exits on failure. */
+outbox_event *obx_bench_event(void);
+
+/* Writes `count` (<= 1000) events in one transaction. */
+void obx_bench_write_batch(PGconn *conn, int count);
+
+/* Empties the outbox and writes `count` events. */
+void obx_bench_preload(PGconn *conn, long long count);
+
+/* ---- streams (nats_admin_nats.c) ---- */
+
+int obx_bench_stream_create(const char *url, const char *name, const char *prefix);
+void obx_bench_stream_delete(const char *url, const char *name);
+long long obx_bench_stream_count(const char *url, const char *name);
+
+/* ---- benches ---- */
+
 int obx_bench_enqueue(const struct obx_bench_env *env);
+int obx_bench_relay(const struct obx_bench_env *env);
+
+/* Runs relays on the preloaded outbox until every row is finished; returns events/s. */
+double obx_bench_relay_case(const struct obx_bench_env *env, struct obx_bench_relay_case *c);
+
+/* Writers at a steady rate against two relays; emits the "sustained" line. */
+int obx_bench_sustained(const struct obx_bench_env *env);
+
+/* Commit-to-ack latency at a fixed rate (latency_nats.c); fills p50/p99 in ms. */
+int obx_bench_relay_latency(const struct obx_bench_env *env, int rate_per_s, double seconds,
+                            double *p50_ms, double *p99_ms, long long *samples);
 
 #endif

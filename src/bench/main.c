@@ -2,23 +2,29 @@
 /*
  * main.c - outbox-bench <enqueue|relay|consume>: JSON lines on stdout.
  *
- * With OUTBOX_DATABASE_URL / OUTBOX_NATS_URL it uses those servers;
- * without, it starts throwaway ones, like the demo.
+ * With OUTBOX_DATABASE_URL / OUTBOX_NATS_URL it uses those servers; without,
+ * it starts throwaway ones with PostgreSQL's default (durable) settings,
+ * like the demo, and removes them afterwards.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "bench.h"
-#include "outbox/outbox.h"
+#include "devserver.h"
 
 #include "banned.h" /* last: poisons unsafe functions */
 
 static void
 usage(FILE *out)
 {
-    fputs("usage: outbox-bench <enqueue> [--seconds S] [--rounds N]\n"
-          "  OUTBOX_DATABASE_URL  database to use (migrated here); required for now\n",
+    fputs("usage: outbox-bench <enqueue|relay> [options]\n"
+          "  --seconds S          measuring time per case and round (default 3)\n"
+          "  --rounds N           interleaved rounds, median reported (enqueue; default 3)\n"
+          "  --events N           events per relay case (default 50000)\n"
+          "  --batch N            relay lease batch (default 500)\n"
+          "  --sustain-seconds S  sustained-load writers run this long (default 30)\n"
+          "OUTBOX_DATABASE_URL / OUTBOX_NATS_URL: servers to use; unset: throwaway ones.\n",
           out);
 }
 
@@ -26,15 +32,29 @@ static int
 parse_args(int argc, char **argv, struct obx_bench_env *env)
 {
     for (int i = 2; i < argc; i++) {
-        if (strcmp(argv[i], "--seconds") == 0 && i + 1 < argc) {
-            env->seconds = strtod(argv[++i], NULL);
-        } else if (strcmp(argv[i], "--rounds") == 0 && i + 1 < argc) {
-            env->rounds = (int)strtol(argv[++i], NULL, 10);
+        const char *value = i + 1 < argc ? argv[i + 1] : NULL;
+
+        if (value == NULL) {
+            return -1;
+        } else if (strcmp(argv[i], "--seconds") == 0) {
+            env->seconds = strtod(value, NULL);
+        } else if (strcmp(argv[i], "--rounds") == 0) {
+            env->rounds = (int)strtol(value, NULL, 10);
+        } else if (strcmp(argv[i], "--events") == 0) {
+            env->events = strtoll(value, NULL, 10);
+        } else if (strcmp(argv[i], "--batch") == 0) {
+            env->batch = (int)strtol(value, NULL, 10);
+        } else if (strcmp(argv[i], "--sustain-seconds") == 0) {
+            env->sustain_seconds = strtod(value, NULL);
         } else {
             return -1;
         }
+        i++;
     }
-    return env->seconds > 0 && env->rounds > 0 ? 0 : -1;
+    return env->seconds > 0 && env->rounds > 0 && env->events > 0 && env->batch > 0 &&
+                   env->batch <= 10000 && env->sustain_seconds > 0
+               ? 0
+               : -1;
 }
 
 static int
@@ -52,27 +72,55 @@ migrate(const struct obx_bench_env *env)
     return 0;
 }
 
+/* Throwaway servers for whatever the environment does not name. */
+static struct obx_devserver *
+start_servers(struct obx_bench_env *env, int need_nats)
+{
+    struct obx_devserver_options o = {.postgres = env->database_url == NULL,
+                                      .nats = need_nats && env->nats_url == NULL,
+                                      .durable = 1};
+    struct obx_devserver *d = NULL;
+    char err[512];
+
+    if (!o.postgres && !o.nats) {
+        return NULL;
+    }
+    fprintf(stderr, "outbox-bench: starting throwaway%s%s\n", o.postgres ? " PostgreSQL" : "",
+            o.nats ? " nats-server" : "");
+    if (obx_devserver_start(&o, &d, err, sizeof(err)) != 0) {
+        fprintf(stderr, "outbox-bench: %s\n", err);
+        exit(1);
+    }
+    if (o.postgres) {
+        env->database_url = obx_devserver_database_url(d);
+    }
+    if (o.nats) {
+        env->nats_url = obx_devserver_nats_url(d);
+    }
+    return d;
+}
+
 int
 main(int argc, char **argv)
 {
-    struct obx_bench_env env = {.seconds = 3.0, .rounds = 3};
+    struct obx_bench_env env = {
+        .seconds = 3.0, .rounds = 3, .events = 50000, .batch = 500, .sustain_seconds = 30};
+    struct obx_devserver *servers;
+    int relay, code;
 
     if (argc < 2 || parse_args(argc, argv, &env) != 0) {
         usage(stderr);
         return 2;
     }
-    env.database_url = getenv("OUTBOX_DATABASE_URL");
-    env.nats_url = getenv("OUTBOX_NATS_URL");
-    if (env.database_url == NULL) {
-        fprintf(stderr, "outbox-bench: OUTBOX_DATABASE_URL is required for now\n");
+    relay = strcmp(argv[1], "relay") == 0;
+    if (!relay && strcmp(argv[1], "enqueue") != 0) {
+        usage(stderr);
         return 2;
     }
-    if (migrate(&env) != 0) {
-        return 1;
-    }
-    if (strcmp(argv[1], "enqueue") == 0) {
-        return obx_bench_enqueue(&env);
-    }
-    usage(stderr);
-    return 2;
+    env.database_url = getenv("OUTBOX_DATABASE_URL");
+    env.nats_url = getenv("OUTBOX_NATS_URL");
+    servers = start_servers(&env, relay);
+    code = migrate(&env) != 0 ? 1 : relay ? obx_bench_relay(&env) : obx_bench_enqueue(&env);
+    obx_devserver_stop(servers);
+    return code;
 }

@@ -19,6 +19,7 @@
 #include <libpq-fe.h>
 
 #include "error.h"
+#include "pg_conn.h"
 #include "sql.h"
 #include "sql_gen.h"
 #include "store_int.h"
@@ -31,54 +32,9 @@ static const char *const sql_templates[OBX_STORE_SQL_COUNT] = {
     [OBX_STORE_DONE_PRUNE] = obx_sql_finish_done_prune,
     [OBX_STORE_DONE_MARK] = obx_sql_finish_done_mark,
     [OBX_STORE_PRUNE] = obx_sql_prune_done,
-    [OBX_STORE_SESSION] = obx_sql_session_setup,
     [OBX_STORE_LISTEN] = obx_sql_listen_wakeup,
+    [OBX_STORE_SESSION] = obx_sql_store_session,
 };
-
-/*
- * Added to the conninfo unless it (or a PG* environment variable) sets
- * them: a black-holed server is noticed within about 30 s instead of the
- * kernel's two hours, and a connect attempt gives up after 5 s.
- */
-static const char *const conn_defaults[][2] = {
-    {"connect_timeout", "5"},     {"keepalives", "1"},       {"keepalives_idle", "10"},
-    {"keepalives_interval", "5"}, {"keepalives_count", "3"}, {"tcp_user_timeout", "30000"},
-};
-
-#define CONN_DEFAULT_COUNT (sizeof(conn_defaults) / sizeof(conn_defaults[0]))
-
-/* The library never prints, and libpq's default notice processor does. */
-static void
-ignore_notice(void *arg, const char *message)
-{
-    (void)arg;
-    (void)message;
-}
-
-/* libpq's connection messages span lines ("\n\tIs the server running..."). */
-static void
-one_line(outbox_error *err)
-{
-    if (err == NULL) {
-        return;
-    }
-    for (char *p = err->message; *p != '\0'; p++) {
-        if (*p == '\n' || *p == '\t') {
-            *p = ' ';
-        }
-    }
-}
-
-static int
-option_is_set(const PQconninfoOption *opts, const char *keyword)
-{
-    for (; opts != NULL && opts->keyword != NULL; opts++) {
-        if (strcmp(opts->keyword, keyword) == 0) {
-            return opts->val != NULL && opts->val[0] != '\0';
-        }
-    }
-    return 0;
-}
 
 static outbox_status
 exec_checked(struct obx_store *store, enum obx_store_sql which, const char *const *params,
@@ -96,77 +52,28 @@ exec_checked(struct obx_store *store, enum obx_store_sql which, const char *cons
     return status;
 }
 
-/* Session settings and LISTEN: what a new connection must redo. */
+/* What a new connection must set up beyond obx_pg_connect(): see store_session.sql, LISTEN. */
 static outbox_status
 prepare_session(struct obx_store *store, outbox_error *err)
 {
     const char *params[] = {store->schema};
-    outbox_status status;
+    outbox_status status = exec_checked(store, OBX_STORE_SESSION, NULL, 0, "set up the session", err);
 
-    status = exec_checked(store, OBX_STORE_SESSION, NULL, 0, "set session timeouts", err);
-    if (status == OUTBOX_OK && store->listening) {
-        status = exec_checked(store, OBX_STORE_LISTEN, params, 1, "listen for wake-ups", err);
+    if (status != OUTBOX_OK || !store->listening) {
+        return status;
     }
-    return status;
-}
-
-static PGconn *
-connect_with_defaults(const struct obx_store *store, const PQconninfoOption *given)
-{
-    const char *keys[CONN_DEFAULT_COUNT + 3];
-    const char *values[CONN_DEFAULT_COUNT + 3];
-    PQconninfoOption *env = PQconndefaults(); /* values from PG* environment variables */
-    size_t n = 0;
-    PGconn *conn;
-
-    /* expand_dbname: the first "dbname" may be a whole URL or key=value string. */
-    keys[n] = "dbname";
-    values[n++] = store->conninfo;
-    for (size_t i = 0; i < CONN_DEFAULT_COUNT; i++) {
-        if (!option_is_set(given, conn_defaults[i][0]) &&
-            !option_is_set(env, conn_defaults[i][0])) {
-            keys[n] = conn_defaults[i][0];
-            values[n++] = conn_defaults[i][1];
-        }
-    }
-    if (store->application_name != NULL) {
-        keys[n] = "fallback_application_name"; /* an explicit application_name wins */
-        values[n++] = store->application_name;
-    }
-    keys[n] = NULL;
-    values[n] = NULL;
-    conn = PQconnectdbParams(keys, values, 1);
-    PQconninfoFree(env);
-    return conn;
+    return exec_checked(store, OBX_STORE_LISTEN, params, 1, "listen for wake-ups", err);
 }
 
 static outbox_status
 connect_store(struct obx_store *store, outbox_error *err)
 {
-    char *parse_error = NULL;
-    PQconninfoOption *given = PQconninfoParse(store->conninfo, &parse_error);
-    PGconn *conn;
-    outbox_status status;
+    outbox_status status =
+        obx_pg_connect(store->conninfo, store->application_name, &store->conn, err);
 
-    if (given == NULL) {
-        /* libpq's message may quote the conninfo, password included. */
-        PQfreemem(parse_error);
-        return obx_fail(err, OUTBOX_EINVAL, "conninfo is not a libpq URL or key=value string");
+    if (status == OUTBOX_OK) {
+        status = prepare_session(store, err);
     }
-    conn = connect_with_defaults(store, given);
-    PQconninfoFree(given);
-    if (conn == NULL) {
-        return obx_fail(err, OUTBOX_ENOMEM, "connect to postgresql: out of memory");
-    }
-    PQsetNoticeProcessor(conn, ignore_notice, NULL);
-    if (PQstatus(conn) != CONNECTION_OK) {
-        status = obx_fail_pg(err, conn, NULL, "connect to postgresql");
-        one_line(err);
-        PQfinish(conn);
-        return status;
-    }
-    store->conn = conn;
-    status = prepare_session(store, err);
     if (status != OUTBOX_OK) {
         PQfinish(store->conn);
         store->conn = NULL;
@@ -330,7 +237,7 @@ obx_store_wait(struct obx_store *store, int timeout_ms, int *woken, outbox_error
          */
         if (!PQconsumeInput(store->conn)) {
             status = obx_fail_pg(err, store->conn, NULL, "wait for a wake-up");
-            one_line(err);
+            obx_pg_one_line(err);
             return status;
         }
         if (drain_notifications(store->conn) > 0) {

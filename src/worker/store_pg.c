@@ -142,7 +142,8 @@ outcome_name(enum obx_row_outcome outcome)
     case OBX_ROW_INVALID:
         return "invalid";
     }
-    return NULL;
+    /* Unreachable with a valid enum; releasing is the one outcome that can do no harm. */
+    return "release";
 }
 
 /*

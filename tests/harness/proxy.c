@@ -16,6 +16,7 @@
 
 #include <criterion/criterion.h>
 
+#include "devserver_probe.h"
 #include "harness.h"
 
 #include "banned.h" /* last: poisons unsafe functions */
@@ -28,7 +29,7 @@ wait_listening(struct harness_proxy *px)
 {
     long long deadline = harness_now_ms() + PROXY_START_TIMEOUT_MS;
 
-    while (!hx_tcp_connects(px->port)) {
+    while (!obx_dev_tcp_connects(px->port)) {
         if (harness_proc_wait(&px->proc, 0) >= 0 || harness_now_ms() >= deadline) {
             return 0;
         }
@@ -49,7 +50,7 @@ harness_proxy_start(struct harness_proxy *px, int target_port)
     snprintf(target_spec, sizeof(target_spec), "TCP:127.0.0.1:%d", target_port);
     /* The free port may be taken before socat binds it: try a few. */
     for (int attempt = 0; attempt < 5; attempt++) {
-        px->port = hx_free_port();
+        px->port = obx_dev_free_port();
         cr_assert(px->port > 0, "harness_proxy_start: no free port");
         snprintf(listen_spec, sizeof(listen_spec), "TCP-LISTEN:%d,bind=127.0.0.1,reuseaddr,fork",
                  px->port);
@@ -60,7 +61,7 @@ harness_proxy_start(struct harness_proxy *px, int target_port)
         harness_proc_kill(&px->proc);
     }
     cr_assert_fail("harness_proxy_start: socat did not listen; its log ends with:\n%s",
-                   hx_file_tail(px->proc.log_path, 1500));
+                   obx_dev_file_tail(px->proc.log_path, 1500));
     return -1;
 }
 
@@ -69,14 +70,14 @@ harness_proxy_pause(struct harness_proxy *px)
 {
     harness_proc_signal(&px->proc, SIGSTOP);
     /* Wait until it took effect, so the test's next step really meets a black hole. */
-    HARNESS_WAIT_UNTIL(hx_pid_stopped(px->proc.pid), PROXY_SIGNAL_TIMEOUT_MS);
+    HARNESS_WAIT_UNTIL(obx_dev_pid_stopped(px->proc.pid), PROXY_SIGNAL_TIMEOUT_MS);
 }
 
 void
 harness_proxy_resume(struct harness_proxy *px)
 {
     harness_proc_signal(&px->proc, SIGCONT);
-    HARNESS_WAIT_UNTIL(!hx_pid_stopped(px->proc.pid), PROXY_SIGNAL_TIMEOUT_MS);
+    HARNESS_WAIT_UNTIL(!obx_dev_pid_stopped(px->proc.pid), PROXY_SIGNAL_TIMEOUT_MS);
 }
 
 void

@@ -27,6 +27,7 @@
 
 #include <criterion/criterion.h>
 
+#include "devserver_probe.h"
 #include "harness.h"
 
 #include "banned.h" /* last: poisons unsafe functions */
@@ -52,9 +53,10 @@ struct field {
     }
 
 static const struct field fields[] = {
-    INT_FIELD(runner_pid), INT_FIELD(reaper_pid),  INT_FIELD(pg_owned),    INT_FIELD(pg_port),
-    INT_FIELD(pg_up),      STR_FIELD(pg_bindir),   INT_FIELD(nats_owned),  INT_FIELD(nats_port),
-    INT_FIELD(nats_pid),   INT_FIELD(nats_status), INT_FIELD(nats_custom), STR_FIELD(template_db),
+    INT_FIELD(runner_pid),  INT_FIELD(reaper_pid), INT_FIELD(pg_owned),    INT_FIELD(pg.port),
+    INT_FIELD(pg.durable),  INT_FIELD(pg_up),      STR_FIELD(pg.bindir),   INT_FIELD(nats_owned),
+    INT_FIELD(nats.port),   INT_FIELD(nats.pid),   INT_FIELD(nats_status), INT_FIELD(nats_custom),
+    STR_FIELD(template_db),
 };
 
 #define N_FIELDS (sizeof(fields) / sizeof(fields[0]))
@@ -62,77 +64,6 @@ static const struct field fields[] = {
 static int lock_fd = -1;
 static int lock_held; /* 0, LOCK_SH or LOCK_EX */
 static pid_t atexit_pid;
-
-int
-hx_path(char *buf, size_t len, const char *dir, const char *name)
-{
-    int n = snprintf(buf, len, "%s/%s", dir, name);
-
-    return n > 0 && (size_t)n < len ? 0 : -1;
-}
-
-char *
-hx_read_file(const char *path, size_t *len)
-{
-    size_t cap = 4096;
-    size_t used = 0;
-    char *buf = malloc(cap);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    ssize_t n;
-
-    if (fd < 0 || buf == NULL) {
-        free(buf);
-        if (fd >= 0) {
-            close(fd);
-        }
-        return NULL;
-    }
-    /* Files in /proc report size 0, so read until EOF instead of trusting fstat. */
-    while ((n = read(fd, buf + used, cap - used - 1)) != 0) {
-        if (n < 0 && errno == EINTR) {
-            continue;
-        }
-        if (n < 0) {
-            break;
-        }
-        used += (size_t)n;
-        if (cap - used < 2) {
-            char *bigger = realloc(buf, cap * 2);
-
-            if (bigger == NULL) {
-                break;
-            }
-            buf = bigger;
-            cap *= 2;
-        }
-    }
-    close(fd);
-    buf[used] = '\0';
-    if (len != NULL) {
-        *len = used;
-    }
-    return buf;
-}
-
-const char *
-hx_file_tail(const char *path, size_t max)
-{
-    static char tail[4096];
-    size_t len = 0;
-    char *text = hx_read_file(path, &len);
-    size_t keep;
-
-    if (text == NULL) {
-        snprintf(tail, sizeof(tail), "(no %s)", path);
-        return tail;
-    }
-    keep = len < max ? len : max;
-    keep = keep < sizeof(tail) - 1 ? keep : sizeof(tail) - 1;
-    memcpy(tail, text + len - keep, keep);
-    tail[keep] = '\0';
-    free(text);
-    return tail;
-}
 
 const char *
 hx_run_dir_or_null(void)
@@ -174,7 +105,7 @@ hx_state_write(const char *run_dir, const struct hx_state *st)
                 (size_t)snprintf(text + used, sizeof(text) - used, "%s=%s\n", fields[i].key, at);
         }
     }
-    if (used >= sizeof(text) || hx_path(path, sizeof(path), run_dir, "state") != 0 ||
+    if (used >= sizeof(text) || obx_dev_path(path, sizeof(path), run_dir, "state") != 0 ||
         snprintf(tmp, sizeof(tmp), "%s.%d", path, (int)getpid()) >= (int)sizeof(tmp)) {
         return -1;
     }
@@ -214,8 +145,8 @@ hx_state_read(const char *run_dir, struct hx_state *st)
     char *line;
 
     memset(st, 0, sizeof(*st));
-    if (hx_path(path, sizeof(path), run_dir, "state") != 0 ||
-        (text = hx_read_file(path, NULL)) == NULL) {
+    if (obx_dev_path(path, sizeof(path), run_dir, "state") != 0 ||
+        (text = obx_dev_read_file(path, NULL)) == NULL) {
         return -1;
     }
     for (line = text; *line != '\0';) {
@@ -256,15 +187,15 @@ static int
 nats_needs_healing(const struct hx_state *st)
 {
     return st->nats_owned && (st->nats_status != HX_NATS_RUNNING || st->nats_custom ||
-                              hx_pid_gone(st->nats_pid) || hx_pid_stopped(st->nats_pid));
+                              obx_dev_pid_gone(st->nats.pid) || obx_dev_pid_stopped(st->nats.pid));
 }
 
 static int
 pg_needs_healing(const char *dir, const struct hx_state *st)
 {
-    pid_t postmaster = st->pg_owned ? hx_pg_postmaster_pid(dir) : 0;
+    pid_t postmaster = st->pg_owned ? obx_dev_pg_postmaster_pid(dir) : 0;
 
-    return st->pg_owned && (!st->pg_up || postmaster == 0 || hx_pid_gone(postmaster));
+    return st->pg_owned && (!st->pg_up || postmaster == 0 || obx_dev_pid_gone(postmaster));
 }
 
 /* Restarts what an earlier test left down. Needs the lock exclusively. */
@@ -276,10 +207,10 @@ heal(const char *dir)
 
     hx_state_load(&st);
     if (pg_needs_healing(dir, &st)) {
-        pid_t postmaster = hx_pg_postmaster_pid(dir);
+        pid_t postmaster = obx_dev_pg_postmaster_pid(dir);
 
-        if ((postmaster == 0 || hx_pid_gone(postmaster)) &&
-            hx_pg_ctl_start(dir, &st, err, sizeof(err)) != 0) {
+        if ((postmaster == 0 || obx_dev_pid_gone(postmaster)) &&
+            obx_dev_pg_start(dir, &st.pg, err, sizeof(err)) != 0) {
             cr_assert_fail("harness: an earlier test left PostgreSQL down and it did not start "
                            "again: %s",
                            err);
@@ -320,7 +251,8 @@ hx_servers_lock(int exclusive)
         return;
     }
     if (lock_fd < 0) {
-        cr_assert(hx_path(path, sizeof(path), dir, "servers.lock") == 0, "harness: path too long");
+        cr_assert(obx_dev_path(path, sizeof(path), dir, "servers.lock") == 0,
+                  "harness: path too long");
         lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
         cr_assert(lock_fd >= 0, "harness: cannot open %s: %s", path, strerror(errno));
     }

@@ -48,6 +48,9 @@
 #include <criterion/hooks.h>
 #include <criterion/internal/ordered-set.h>
 
+#include "devserver_pg.h"
+#include "devserver_probe.h"
+#include "devserver_reaper.h"
 #include "harness.h"
 
 #include "banned.h" /* last: poisons unsafe functions */
@@ -58,18 +61,13 @@ static char run_dir[512];
 static int
 make_run_dir(char *err, size_t len)
 {
-    const char *tmp = getenv("TMPDIR");
     char sub[600];
 
-    snprintf(run_dir, sizeof(run_dir), "%s/obx-harness-XXXXXX",
-             tmp != NULL && tmp[0] != '\0' ? tmp : "/tmp");
-    if (mkdtemp(run_dir) == NULL) {
-        snprintf(err, len, "mkdtemp %s: %s", run_dir, strerror(errno));
-        run_dir[0] = '\0';
+    if (obx_dev_make_dir(NULL, "obx-harness", run_dir, sizeof(run_dir), err, len) != 0) {
         return -1;
     }
-    if (hx_path(sub, sizeof(sub), run_dir, "logs") != 0 || mkdir(sub, 0700) != 0 ||
-        hx_path(sub, sizeof(sub), run_dir, "procs") != 0 || mkdir(sub, 0700) != 0) {
+    if (obx_dev_path(sub, sizeof(sub), run_dir, "logs") != 0 || mkdir(sub, 0700) != 0 ||
+        obx_dev_path(sub, sizeof(sub), run_dir, "procs") != 0 || mkdir(sub, 0700) != 0) {
         snprintf(err, len, "mkdir %s: %s", sub, strerror(errno));
         return -1;
     }
@@ -138,7 +136,8 @@ boot(char *err, size_t len)
     memset(&st, 0, sizeof(st));
     st.runner_pid = getpid();
     if (make_run_dir(err, len) != 0 || hx_state_write(run_dir, &st) != 0 ||
-        hx_reaper_start(&st.reaper_pid, err, len) != 0 || hx_state_write(run_dir, &st) != 0) {
+        hx_reaper_start(run_dir, &st.reaper_pid, err, len) != 0 ||
+        hx_state_write(run_dir, &st) != 0) {
         return -1;
     }
     if (getenv(HX_ENV_PG) == NULL && hx_pg_boot(run_dir, &st, err, len) != 0) {
@@ -190,10 +189,10 @@ harness_describe(FILE *out)
     hx_state_load(&st);
     fprintf(out, "run_dir=%s\nrunner_pid=%d\nreaper_pid=%d\n", dir, (int)st.runner_pid,
             (int)st.reaper_pid);
-    fprintf(out, "pg_owned=%d\npg_port=%d\npg_pid=%d\ntemplate_db=%s\n", st.pg_owned, st.pg_port,
-            st.pg_owned ? (int)hx_pg_postmaster_pid(dir) : 0, st.template_db);
-    fprintf(out, "nats_owned=%d\nnats_port=%d\nnats_pid=%d\n", st.nats_owned, st.nats_port,
-            (int)st.nats_pid);
+    fprintf(out, "pg_owned=%d\npg_port=%d\npg_pid=%d\ntemplate_db=%s\n", st.pg_owned, st.pg.port,
+            st.pg_owned ? (int)obx_dev_pg_postmaster_pid(dir) : 0, st.template_db);
+    fprintf(out, "nats_owned=%d\nnats_port=%d\nnats_pid=%d\n", st.nats_owned, st.nats.port,
+            (int)st.nats.pid);
     fprintf(out, "database_url=%s\nnats_url=%s\n", getenv(HX_ENV_PG) ? getenv(HX_ENV_PG) : "",
             getenv(HX_ENV_NATS) ? getenv(HX_ENV_NATS) : "");
 }

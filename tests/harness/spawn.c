@@ -25,6 +25,8 @@
 
 #include <criterion/criterion.h>
 
+#include "devserver_exec.h"
+#include "devserver_probe.h"
 #include "harness.h"
 
 #include "banned.h" /* last: poisons unsafe functions */
@@ -56,7 +58,7 @@ track(const char *run_dir, pid_t pid)
         }
     }
     if (record_path(path, sizeof(path), run_dir, pid) == 0 && (f = fopen(path, "we")) != NULL) {
-        fprintf(f, "%lld\n", hx_pid_starttime(pid));
+        fprintf(f, "%lld\n", obx_dev_pid_starttime(pid));
         fclose(f);
     }
 }
@@ -96,20 +98,20 @@ harness_spawn(struct harness_proc *p, char *const argv[], char *const extra_env[
     const char *run_dir = hx_run_dir();
     char exe[512];
     char err[1024];
-    struct hx_exec x = {exe, argv, NULL, -1, NULL, NULL, 1, -1};
+    struct obx_dev_exec x = {exe, argv, NULL, -1, NULL, NULL, 1, -1};
     char **envp;
     pid_t pid;
 
     cr_assert(argv != NULL && argv[0] != NULL, "harness_spawn: argv[0] is required");
-    cr_assert(hx_which(argv[0], exe, sizeof(exe)) == 0, "harness_spawn: %s not found in PATH",
+    cr_assert(obx_dev_which(argv[0], exe, sizeof(exe)) == 0, "harness_spawn: %s not found in PATH",
               argv[0]);
     memset(p, 0, sizeof(*p));
     hx_worker_atexit();
     x.out_fd = open_log(p, run_dir, argv[0]);
     cr_assert(x.out_fd >= 0, "harness_spawn: cannot create %s: %s", p->log_path, strerror(errno));
-    envp = hx_env_with(extra_env);
+    envp = obx_dev_env_with(extra_env);
     x.envp = envp;
-    pid = envp != NULL ? hx_exec_start(&x, err, sizeof(err)) : -1;
+    pid = envp != NULL ? obx_dev_exec_start(&x, err, sizeof(err)) : -1;
     close(x.out_fd);
     cr_assert(pid > 0, "harness_spawn: %s", envp != NULL ? err : "out of memory");
     free(envp);
@@ -153,7 +155,7 @@ reap(struct harness_proc *p)
         cr_assert(errno == EINTR, "harness: waitpid(%d): %s", (int)p->pid, strerror(errno));
     }
     untrack(p->pid);
-    p->status = hx_wait_status(ws);
+    p->status = obx_dev_wait_status(ws);
     p->pid = 0;
     return p->status;
 }
@@ -202,7 +204,7 @@ harness_proc_stop(struct harness_proc *p, int timeout_ms)
 char *
 harness_proc_log(const struct harness_proc *p)
 {
-    char *text = hx_read_file(p->log_path, NULL);
+    char *text = obx_dev_read_file(p->log_path, NULL);
 
     cr_assert(text != NULL, "harness_proc_log: cannot read %s: %s", p->log_path, strerror(errno));
     return text;
@@ -212,7 +214,7 @@ int
 harness_proc_log_contains(const struct harness_proc *p, const char *needle)
 {
     size_t len = 0;
-    char *text = hx_read_file(p->log_path, &len);
+    char *text = obx_dev_read_file(p->log_path, &len);
     int found = text != NULL && memmem(text, len, needle, strlen(needle)) != NULL;
 
     free(text);
@@ -238,9 +240,9 @@ hx_procs_cleanup(void)
 static void
 kill_recorded(const char *path, pid_t pid)
 {
-    char *text = hx_read_file(path, NULL);
+    char *text = obx_dev_read_file(path, NULL);
     long long recorded = text != NULL ? strtoll(text, NULL, 10) : -1;
-    long long now = hx_pid_starttime(pid);
+    long long now = obx_dev_pid_starttime(pid);
 
     free(text);
     /*
@@ -262,14 +264,14 @@ hx_procs_kill_recorded(const char *run_dir)
     DIR *dir;
     struct dirent *e;
 
-    if (hx_path(dir_path, sizeof(dir_path), run_dir, "procs") != 0 ||
+    if (obx_dev_path(dir_path, sizeof(dir_path), run_dir, "procs") != 0 ||
         (dir = opendir(dir_path)) == NULL) {
         return;
     }
     while ((e = readdir(dir)) != NULL) {
         long pid = strtol(e->d_name, NULL, 10);
 
-        if (pid > 0 && hx_path(path, sizeof(path), dir_path, e->d_name) == 0) {
+        if (pid > 0 && obx_dev_path(path, sizeof(path), dir_path, e->d_name) == 0) {
             kill_recorded(path, (pid_t)pid);
         }
     }
@@ -283,7 +285,7 @@ harness_bin_in(const char *bin_dir, const char *name)
     char want[512];
     int i;
 
-    cr_assert(hx_path(want, sizeof(want), bin_dir, name) == 0, "harness_bin: path too long");
+    cr_assert(obx_dev_path(want, sizeof(want), bin_dir, name) == 0, "harness_bin: path too long");
     for (i = 0; i < MAX_BINS && paths[i][0] != '\0'; i++) {
         if (strcmp(paths[i], want) == 0) {
             return paths[i];

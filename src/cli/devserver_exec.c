@@ -1,16 +1,17 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * exec.c - fork and exec for the harness, safe in a multi-threaded parent.
+ * devserver_exec.c - fork and exec for the throwaway servers and the test
+ * harness, safe in a multi-threaded parent.
  *
- * The runner already has a Criterion thread when PRE_ALL runs, and workers
- * may have nats.c threads, so between fork and exec the child calls only
- * async-signal-safe functions: argv, environment, user and log descriptor
- * are all prepared before fork. An exec failure travels back over a
- * close-on-exec pipe, so the caller learns "no such file" at once instead
- * of from a log.
+ * A Criterion runner already has a second thread when its PRE_ALL hook
+ * starts the servers, and programs may have nats.c threads, so between fork
+ * and exec the child calls only async-signal-safe functions: argv,
+ * environment, user and log descriptor are all prepared before fork. An
+ * exec failure travels back over a close-on-exec pipe, so the caller learns
+ * "no such file" at once instead of from a log.
  */
 #define _GNU_SOURCE
-#include "harness_int.h"
+#include "devserver_exec.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -25,7 +26,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "harness.h"
+#include "devserver_probe.h"
 
 #include "banned.h" /* last: poisons unsafe functions */
 
@@ -38,7 +39,7 @@ struct exec_msg {
 };
 
 int
-hx_user_postgres(struct hx_user *u, char *err, size_t len)
+obx_dev_user_postgres(struct obx_dev_user *u, char *err, size_t len)
 {
     struct passwd pw;
     struct passwd *found = NULL;
@@ -65,7 +66,7 @@ hx_user_postgres(struct hx_user *u, char *err, size_t len)
 }
 
 int
-hx_which(const char *name, char *buf, size_t len)
+obx_dev_which(const char *name, char *buf, size_t len)
 {
     const char *path = getenv("PATH");
     const char *p;
@@ -86,7 +87,7 @@ hx_which(const char *name, char *buf, size_t len)
 }
 
 char **
-hx_env_with(char *const extra[])
+obx_dev_env_with(char *const extra[])
 {
     size_t n_env = 0;
     size_t n_extra = 0;
@@ -121,7 +122,7 @@ hx_env_with(char *const extra[])
 }
 
 int
-hx_wait_status(int wstatus)
+obx_dev_wait_status(int wstatus)
 {
     if (WIFEXITED(wstatus)) {
         return WEXITSTATUS(wstatus);
@@ -168,7 +169,7 @@ close_all_but(int a, int b)
 
 /* stdin from /dev/null, stdout+stderr to out_fd, nothing else inherited. */
 static void
-child_fds(const struct hx_exec *x, int msg_fd)
+child_fds(const struct obx_dev_exec *x, int msg_fd)
 {
     int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
     int out = x->out_fd >= 0 ? x->out_fd : null_fd;
@@ -184,7 +185,7 @@ child_fds(const struct hx_exec *x, int msg_fd)
 }
 
 static void
-child_exec(const struct hx_exec *x, int msg_fd, pid_t parent)
+child_exec(const struct obx_dev_exec *x, int msg_fd, pid_t parent)
 {
     sigset_t none;
     int sigs[] = {SIGPIPE, SIGINT, SIGQUIT, SIGTERM, SIGHUP, SIGCHLD};
@@ -238,7 +239,7 @@ read_msgs(int fd, pid_t *pid, int *errnum)
 }
 
 pid_t
-hx_exec_start(const struct hx_exec *x, char *err, size_t len)
+obx_dev_exec_start(const struct obx_dev_exec *x, char *err, size_t len)
 {
     int pfd[2];
     pid_t parent = getpid();
@@ -274,10 +275,10 @@ hx_exec_start(const struct hx_exec *x, char *err, size_t len)
 }
 
 int
-hx_exec_run(const struct hx_exec *x, int timeout_ms, char *err, size_t len)
+obx_dev_exec_run(const struct obx_dev_exec *x, int timeout_ms, char *err, size_t len)
 {
-    long long deadline = harness_now_ms() + timeout_ms;
-    pid_t pid = hx_exec_start(x, err, len);
+    long long deadline = obx_dev_now_ms() + timeout_ms;
+    pid_t pid = obx_dev_exec_start(x, err, len);
     int ws;
 
     if (pid < 0) {
@@ -287,24 +288,24 @@ hx_exec_run(const struct hx_exec *x, int timeout_ms, char *err, size_t len)
         pid_t r = waitpid(pid, &ws, WNOHANG);
 
         if (r == pid) {
-            return hx_wait_status(ws);
+            return obx_dev_wait_status(ws);
         }
         if (r < 0 && errno != EINTR) {
             snprintf(err, len, "waitpid %s: %s", x->path, strerror(errno));
             return -1;
         }
-        if (harness_now_ms() >= deadline) {
+        if (obx_dev_now_ms() >= deadline) {
             kill(pid, SIGKILL);
             waitpid(pid, NULL, 0);
             snprintf(err, len, "%s did not finish within %d ms", x->path, timeout_ms);
             return -1;
         }
-        harness_sleep_ms(10);
+        obx_dev_sleep_ms(10);
     }
 }
 
 pid_t
-hx_exec_daemon(const struct hx_exec *x, char *err, size_t len)
+obx_dev_exec_daemon(const struct obx_dev_exec *x, char *err, size_t len)
 {
     int pfd[2];
     pid_t mid;

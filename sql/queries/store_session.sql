@@ -1,0 +1,11 @@
+-- store_session: the relay's (and the DB feed's) sessions commit without
+-- waiting for the WAL flush. No parameters.
+-- Safe for these sessions only: a lease lost in a database crash makes its
+-- rows due again, and a lost finish leaves them leased until the lease runs
+-- out; either way they are published again under the same Nats-Msg-Id, and
+-- JetStream's duplicate window drops the copy. Events themselves are made
+-- durable by the writers' own commits. The consumer ledger keeps
+-- synchronous commits: a lost `done` would run an external handler twice.
+-- Each lease and finish rewrites ~1 KB of WAL per row, so not waiting for
+-- its flush is most of the relay's database time on a slow disk.
+SELECT set_config('synchronous_commit', 'off', false)

@@ -1,0 +1,74 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * nats_admin_nats.c - streams for benchmark cases: each case gets a fresh
+ * stream, created with the relay's own settings and deleted afterwards, so
+ * no case publishes into another's full duplicate window.
+ */
+#include <nats/nats.h>
+#include <stdio.h>
+
+#include "bench.h"
+#include "bus.h"
+#include "stream.h"
+
+#include "banned.h" /* last: poisons unsafe functions */
+
+int
+obx_bench_stream_create(const char *url, const char *name, const char *prefix)
+{
+    struct obx_bus_options bo;
+    struct obx_stream_options so;
+    struct obx_bus *bus = NULL;
+    outbox_error err = {0};
+    int rc = -1;
+
+    /* A stream left by an interrupted run would hold the old case's messages. */
+    obx_bench_stream_delete(url, name);
+    obx_bus_options_init(&bo);
+    bo.url = url;
+    bo.stream = name;
+    if (obx_bus_open(&bo, &bus, &err) == OUTBOX_OK) {
+        obx_stream_options_init(&so);
+        so.name = name;
+        so.subjects_prefix = prefix;
+        rc = obx_stream_ensure(bus, &so, &err) == OUTBOX_OK ? 0 : -1;
+    }
+    if (rc != 0) {
+        fprintf(stderr, "outbox-bench: cannot create stream %s: %s\n", name, err.message);
+    }
+    obx_bus_close(bus);
+    return rc;
+}
+
+void
+obx_bench_stream_delete(const char *url, const char *name)
+{
+    natsConnection *nc = NULL;
+    jsCtx *js = NULL;
+
+    if (natsConnection_ConnectTo(&nc, url) == NATS_OK && natsConnection_JetStream(&js, nc, NULL) ==
+                                                              NATS_OK) {
+        js_DeleteStream(js, name, NULL, NULL);
+    }
+    jsCtx_Destroy(js);
+    natsConnection_Destroy(nc);
+}
+
+long long
+obx_bench_stream_count(const char *url, const char *name)
+{
+    natsConnection *nc = NULL;
+    jsCtx *js = NULL;
+    jsStreamInfo *si = NULL;
+    long long count = -1;
+
+    if (natsConnection_ConnectTo(&nc, url) == NATS_OK &&
+        natsConnection_JetStream(&js, nc, NULL) == NATS_OK &&
+        js_GetStreamInfo(&si, js, name, NULL, NULL) == NATS_OK) {
+        count = (long long)si->State.Msgs;
+    }
+    jsStreamInfo_Destroy(si);
+    jsCtx_Destroy(js);
+    natsConnection_Destroy(nc);
+    return count;
+}

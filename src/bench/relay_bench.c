@@ -1,0 +1,227 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * relay_bench.c - `outbox-bench relay`: the relay's end-to-end rate (rows
+ * committed -> acked and finished) with 1, 2 and 4 replicas in both modes,
+ * against the raw JetStream publish rate of the same messages measured in
+ * the same run; then commit-to-ack latency at a fixed moderate rate, and
+ * the sustained-load case (relays keeping up with busy writers).
+ *
+ * Replicas are threads here, each with its own database and NATS
+ * connections, exactly as separate processes would have.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "bench.h"
+#include "outbox/worker.h"
+#include "raw_publish.h"
+
+#include "banned.h" /* last: poisons unsafe functions */
+
+enum { MAX_REPLICAS = 8, WINDOW = 1024 };
+
+struct replica {
+    outbox_relay *relay;
+    pthread_t thread;
+};
+
+static void *
+replica_main(void *arg)
+{
+    outbox_error err;
+
+    outbox_relay_run(arg, &err);
+    return NULL;
+}
+
+static void
+sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+
+    nanosleep(&ts, NULL);
+}
+
+static void
+start_replicas(const struct obx_bench_env *env, const struct obx_bench_relay_case *c,
+               struct replica *r)
+{
+    for (int i = 0; i < c->replicas; i++) {
+        outbox_relay_options o;
+        outbox_error err;
+        char name[32];
+
+        snprintf(name, sizeof(name), "bench-%d", i);
+        outbox_relay_options_init(&o);
+        o.database_url = env->database_url;
+        o.nats_url = env->nats_url;
+        o.stream = c->stream;
+        o.subject_prefix = c->prefix;
+        o.mode = c->prune ? OUTBOX_RELAY_PRUNE : OUTBOX_RELAY_MARK;
+        o.batch_size = c->batch;
+        o.max_in_flight = WINDOW;
+        o.name = name;
+        if (outbox_relay_new(&o, &r[i].relay, &err) != OUTBOX_OK ||
+            pthread_create(&r[i].thread, NULL, replica_main, r[i].relay) != 0) {
+            fprintf(stderr, "outbox-bench: cannot start a relay: %s\n", err.message);
+            exit(1);
+        }
+    }
+}
+
+static void
+stop_replicas(struct replica *r, int count)
+{
+    for (int i = 0; i < count; i++) {
+        outbox_relay_stop(r[i].relay);
+    }
+    for (int i = 0; i < count; i++) {
+        pthread_join(r[i].thread, NULL);
+        outbox_relay_free(r[i].relay);
+    }
+}
+
+/* Sums the replicas' counters. */
+static void
+total_stats(struct replica *r, int count, outbox_relay_stats *sum)
+{
+    memset(sum, 0, sizeof(*sum));
+    for (int i = 0; i < count; i++) {
+        outbox_relay_stats s;
+
+        outbox_relay_stats_get(r[i].relay, &s);
+        sum->leased += s.leased;
+        sum->published += s.published;
+        sum->duplicates += s.duplicates;
+        sum->dead += s.dead;
+        sum->invalid += s.invalid;
+    }
+}
+
+/*
+ * Runs one case on a preloaded outbox: the clock starts when the first row
+ * is leased and stops when every row is finished.
+ */
+double
+obx_bench_relay_case(const struct obx_bench_env *env, struct obx_bench_relay_case *c)
+{
+    struct replica r[MAX_REPLICAS];
+    outbox_relay_stats s;
+    double start = 0, deadline = obx_bench_now() + 300;
+
+    start_replicas(env, c, r);
+    do {
+        sleep_ms(start > 0 ? 5 : 1);
+        total_stats(r, c->replicas, &s);
+        if (start == 0 && s.leased > 0) {
+            start = obx_bench_now();
+        }
+    } while ((long long)(s.published + s.dead + s.invalid) < c->events &&
+             obx_bench_now() < deadline);
+    c->seconds = obx_bench_now() - start;
+    c->duplicates = (long long)s.duplicates;
+    stop_replicas(r, c->replicas);
+    return (double)c->events / c->seconds;
+}
+
+static double
+raw_rate(const struct obx_bench_env *env, long long events, size_t body_bytes)
+{
+    outbox_error err = {0};
+    double rate = 0;
+
+    if (obx_bench_stream_create(env->nats_url, "BENCH_RAW", "benchraw") != 0 ||
+        obx_raw_publish_rate(env->nats_url, "BENCH_RAW", "benchraw", (size_t)events, body_bytes,
+                             WINDOW, &rate, &err) != OUTBOX_OK) {
+        fprintf(stderr, "outbox-bench: raw publish failed: %s\n", err.message);
+        exit(1);
+    }
+    obx_bench_stream_delete(env->nats_url, "BENCH_RAW");
+    return rate;
+}
+
+/* Bytes of a stored envelope as the relay publishes it (PostgreSQL's text form). */
+static size_t
+published_body_bytes(PGconn *conn)
+{
+    long long n = obx_bench_scalar(conn, "SELECT octet_length(envelope::text) FROM outbox.events "
+                                         "LIMIT 1");
+
+    return n > 0 ? (size_t)n : 470;
+}
+
+static void
+emit_case(const struct obx_bench_relay_case *c, double rate, double raw, long long stream_msgs)
+{
+    obx_bench_emit(json_pack("{s:s, s:s, s:s, s:i, s:i, s:I, s:f, s:f, s:I, s:I, s:f}", "bench",
+                             "relay", "case", "relay", "mode", c->prune ? "prune" : "mark",
+                             "replicas", c->replicas, "batch", c->batch, "events",
+                             (json_int_t)c->events, "events_per_s", rate, "ratio_to_raw",
+                             rate / raw, "stream_msgs", (json_int_t)stream_msgs,
+                             "duplicates_acked", (json_int_t)c->duplicates, "seconds",
+                             c->seconds));
+}
+
+/* One relay case on a fresh stream and a freshly loaded outbox; returns its rate. */
+static double
+measure_case(const struct obx_bench_env *env, PGconn *conn, struct obx_bench_relay_case *c,
+             double raw)
+{
+    long long msgs;
+    double rate;
+
+    snprintf(c->stream, sizeof(c->stream), "BENCH_%s_%d", c->prune ? "PRUNE" : "MARK",
+             c->replicas);
+    snprintf(c->prefix, sizeof(c->prefix), "bench%s%d", c->prune ? "p" : "m", c->replicas);
+    obx_bench_preload(conn, c->events);
+    if (obx_bench_stream_create(env->nats_url, c->stream, c->prefix) != 0) {
+        exit(1);
+    }
+    rate = obx_bench_relay_case(env, c);
+    msgs = obx_bench_stream_count(env->nats_url, c->stream);
+    obx_bench_stream_delete(env->nats_url, c->stream);
+    emit_case(c, rate, raw, msgs);
+    return rate;
+}
+
+int
+obx_bench_relay(const struct obx_bench_env *env)
+{
+    static const int replicas[] = {1, 2, 4};
+    PGconn *conn = obx_bench_connect(env);
+    double raw_before, raw_after, raw, best = 0, p50, p99;
+    long long samples;
+    size_t body;
+
+    obx_bench_preload(conn, 1);
+    body = published_body_bytes(conn);
+    raw_before = raw_rate(env, env->events, body);
+    raw_after = raw_before;
+    for (int prune = 0; prune <= 1; prune++) {
+        for (size_t i = 0; i < sizeof(replicas) / sizeof(replicas[0]); i++) {
+            struct obx_bench_relay_case c = {
+                .replicas = replicas[i], .prune = prune, .batch = env->batch,
+                .events = env->events};
+            double rate = measure_case(env, conn, &c, raw_before);
+
+            best = rate > best ? rate : best;
+        }
+    }
+    raw_after = raw_rate(env, env->events, body);
+    raw = (raw_before + raw_after) / 2;
+    obx_bench_emit(json_pack("{s:s, s:s, s:f, s:f, s:f, s:I, s:I, s:i, s:f}", "bench", "relay",
+                             "case", "raw_publish", "events_per_s", raw, "before", raw_before,
+                             "after", raw_after, "events", (json_int_t)env->events, "body_bytes",
+                             (json_int_t)body, "window", WINDOW, "best_relay_ratio", best / raw));
+    if (obx_bench_relay_latency(env, 1000, env->seconds * 3, &p50, &p99, &samples) == 0) {
+        obx_bench_emit(json_pack("{s:s, s:s, s:i, s:f, s:f, s:I, s:i}", "bench", "relay", "case",
+                                 "latency", "rate", 1000, "p50_ms", p50, "p99_ms", p99, "samples",
+                                 (json_int_t)samples, "replicas", 1));
+    }
+    obx_bench_exec(conn, "TRUNCATE outbox.events");
+    PQfinish(conn);
+    return obx_bench_sustained(env);
+}

@@ -1,0 +1,145 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * sustained_pg.c - relays and busy writers sharing the machine: writers
+ * commit 10,000 events/s (100 per transaction) for 30 s while two relays
+ * publish. Reports the backlog when the writers stop, in seconds of
+ * production, and how long the relays then take to drain it. Dead tuples
+ * from leasing and finishing are what sink a PostgreSQL queue here.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "bench.h"
+#include "outbox/worker.h"
+
+#include "banned.h" /* last: poisons unsafe functions */
+
+enum { WRITERS = 4, RELAYS = 2, PER_TX = 100 };
+
+struct writer {
+    const struct obx_bench_env *env;
+    double rate_per_s; /* this writer's share */
+    double seconds;
+    long long written;
+    pthread_t thread;
+};
+
+static void *
+writer_main(void *arg)
+{
+    struct writer *w = arg;
+    PGconn *conn = obx_bench_connect(w->env);
+    double start = obx_bench_now();
+
+    for (long long tx = 0;; tx++) {
+        double due = start + (double)(tx * PER_TX) / w->rate_per_s, wait = due - obx_bench_now();
+
+        if (due - start >= w->seconds) {
+            break;
+        }
+        if (wait > 0) {
+            struct timespec ts = {(time_t)wait, (long)((wait - (double)(time_t)wait) * 1e9)};
+
+            nanosleep(&ts, NULL);
+        }
+        obx_bench_write_batch(conn, PER_TX);
+        w->written += PER_TX;
+    }
+    PQfinish(conn);
+    return NULL;
+}
+
+static void *
+relay_main(void *arg)
+{
+    outbox_error err;
+
+    outbox_relay_run(arg, &err);
+    return NULL;
+}
+
+static long long
+backlog(PGconn *conn)
+{
+    return obx_bench_scalar(conn, "SELECT count(*) FROM outbox.events "
+                                  "WHERE status IN ('pending', 'leased')");
+}
+
+static void
+start_relays(const struct obx_bench_env *env, outbox_relay **relays, pthread_t *threads)
+{
+    for (int i = 0; i < RELAYS; i++) {
+        outbox_relay_options o;
+        outbox_error err;
+
+        outbox_relay_options_init(&o);
+        o.database_url = env->database_url;
+        o.nats_url = env->nats_url;
+        o.stream = "BENCH_SUSTAINED";
+        o.subject_prefix = "benchsus";
+        o.batch_size = env->batch;
+        if (outbox_relay_new(&o, &relays[i], &err) != OUTBOX_OK ||
+            pthread_create(&threads[i], NULL, relay_main, relays[i]) != 0) {
+            fprintf(stderr, "outbox-bench: cannot start a relay: %s\n", err.message);
+            exit(1);
+        }
+    }
+}
+
+int
+obx_bench_sustained(const struct obx_bench_env *env)
+{
+    const double rate = 10000, seconds = env->sustain_seconds;
+    struct writer writers[WRITERS];
+    outbox_relay *relays[RELAYS];
+    pthread_t relay_threads[RELAYS];
+    PGconn *conn = obx_bench_connect(env);
+    long long written = 0, at_end, left;
+    double start, stop, drained;
+
+    obx_bench_exec(conn, "TRUNCATE outbox.events");
+    if (obx_bench_stream_create(env->nats_url, "BENCH_SUSTAINED", "benchsus") != 0) {
+        return 1;
+    }
+    start_relays(env, relays, relay_threads);
+    start = obx_bench_now();
+    for (int i = 0; i < WRITERS; i++) {
+        writers[i] = (struct writer){.env = env, .rate_per_s = rate / WRITERS, .seconds = seconds};
+        pthread_create(&writers[i].thread, NULL, writer_main, &writers[i]);
+    }
+    for (int i = 0; i < WRITERS; i++) {
+        pthread_join(writers[i].thread, NULL);
+        written += writers[i].written;
+    }
+    stop = obx_bench_now();
+    at_end = backlog(conn);
+    for (left = at_end; left > 0 && obx_bench_now() - stop < 120;) {
+        struct timespec ts = {0, 20 * 1000 * 1000};
+
+        nanosleep(&ts, NULL);
+        left = backlog(conn);
+    }
+    drained = obx_bench_now() - stop;
+    for (int i = 0; i < RELAYS; i++) {
+        outbox_relay_stop(relays[i]);
+    }
+    for (int i = 0; i < RELAYS; i++) {
+        pthread_join(relay_threads[i], NULL);
+        outbox_relay_free(relays[i]);
+    }
+    obx_bench_emit(json_pack("{s:s, s:s, s:f, s:f, s:i, s:i, s:i, s:I, s:f, s:I, s:f, s:f, s:I}",
+                             "bench", "relay", "case", "sustained", "rate", rate, "seconds",
+                             seconds, "replicas", RELAYS, "batch", env->batch, "writers", WRITERS,
+                             "written", (json_int_t)written, "write_events_per_s",
+                             (double)written / (stop - start), "backlog_at_end",
+                             (json_int_t)at_end, "backlog_seconds_of_production",
+                             (double)at_end / rate, "drain_seconds", left == 0 ? drained : -1.0,
+                             "stream_msgs",
+                             (json_int_t)obx_bench_stream_count(env->nats_url, "BENCH_SUSTAINED")));
+    obx_bench_stream_delete(env->nats_url, "BENCH_SUSTAINED");
+    obx_bench_exec(conn, "TRUNCATE outbox.events");
+    PQfinish(conn);
+    return 0;
+}

@@ -1,0 +1,42 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ledger_int.h - the insides of a ledger, shared by ledger_pg.c (the
+ * connection, transactions, handler statements, prune) and
+ * ledger_claim_pg.c (claim, done, failure, release).
+ */
+#ifndef OBX_LEDGER_INT_H
+#define OBX_LEDGER_INT_H
+
+#include <libpq-fe.h>
+
+#include "ledger.h"
+
+/* The ledger's statements, rendered for its schema at open. */
+enum obx_ledger_sql {
+    OBX_LEDGER_CLAIM,
+    OBX_LEDGER_MARK_DONE,
+    OBX_LEDGER_RECORD_FAILURE,
+    OBX_LEDGER_RELEASE,
+    OBX_LEDGER_PRUNE,
+    OBX_LEDGER_SQL_COUNT
+};
+
+struct obx_ledger {
+    PGconn *conn;                    /* NULL while disconnected */
+    char *conninfo;                  /* owned; never put into a message: it may hold a password */
+    char *application_name;          /* owned; NULL for libpq's default */
+    char *sql[OBX_LEDGER_SQL_COUNT]; /* owned, rendered for the schema */
+};
+
+/* OUTBOX_EUNAVAILABLE unless the ledger holds a live connection. */
+outbox_status obx_ledger_require_connection(struct obx_ledger *ledger, outbox_error *err);
+
+/* Runs one of the ledger's statements; the caller checks and PQclear()s the result. */
+PGresult *obx_ledger_exec(struct obx_ledger *ledger, enum obx_ledger_sql which,
+                          const char *const *params, int nparams);
+
+/* OUTBOX_OK if `res` holds a success; else the failure, classified into `err`. */
+outbox_status obx_ledger_check(struct obx_ledger *ledger, const PGresult *res, const char *doing,
+                               outbox_error *err);
+
+#endif

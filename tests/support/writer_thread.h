@@ -1,0 +1,35 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * writer_thread.h - a business writer on its own thread (FAULTS.md §1
+ * "wgen"): each transaction commits events through outbox.enqueue() and
+ * records their ids in the `committed` table, in the same transaction, so
+ * the database alone says what was committed, also when a commit's answer
+ * was lost to an outage. It rides out outages by reconnecting.
+ *
+ * The thread never touches Criterion: the test reads the counters and
+ * asserts on its own thread.
+ */
+#ifndef OBX_TEST_WRITER_THREAD_H
+#define OBX_TEST_WRITER_THREAD_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+struct writer_thread {
+    const char *url;        /* borrowed: the test's database */
+    int target;             /* stop once this many events are known committed */
+    int per_txn;            /* events per transaction */
+    int pause_ms;           /* between transactions, to spread the load over time */
+    atomic_int committed;   /* events in transactions whose COMMIT was acknowledged */
+    atomic_int failures;    /* statements lost to an outage (retried) */
+    atomic_int done;        /* 1 once the thread has finished */
+    pthread_t thread;
+};
+
+/* Starts the thread; -1 if it could not be created. */
+int writer_thread_start(struct writer_thread *w);
+
+/* Waits for the thread to finish. */
+void writer_thread_join(struct writer_thread *w);
+
+#endif
