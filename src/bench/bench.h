@@ -32,8 +32,8 @@ struct obx_bench_relay_case {
     long long events;
     char stream[32];
     char prefix[32];
-    double seconds;        /* filled: from the first lease to the last finish */
-    long long duplicates;  /* filled: acks flagged duplicate */
+    double seconds;       /* filled: from the first lease to the last finish */
+    long long duplicates; /* filled: acks flagged duplicate */
 };
 
 /* Prints `line` (taking the reference) as one compact JSON line. */
@@ -71,7 +71,6 @@ void obx_bench_preload(PGconn *conn, long long count);
 
 int obx_bench_stream_create(const char *url, const char *name, const char *prefix);
 void obx_bench_stream_delete(const char *url, const char *name);
-long long obx_bench_stream_count(const char *url, const char *name);
 
 /* ---- benches ---- */
 

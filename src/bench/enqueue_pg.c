@@ -189,18 +189,17 @@ measure(struct bench_state *s, int which, double seconds, double *tx_per_s, doub
     *ev_per_s = (double)events / elapsed;
 }
 
-static const char *const case_names[CASES] = {"business_only", "raw_insert_single",
-                                              "enqueue_single", "raw_insert_batch",
-                                              "enqueue_batch"};
+static const char *const case_names[CASES] = {
+    "business_only", "raw_insert_single", "enqueue_single", "raw_insert_batch", "enqueue_batch"};
 
 static void
 emit_results(double tx[CASES], double ev[CASES], const struct obx_bench_env *env)
 {
     for (int c = 1; c < CASES; c++) {
-        json_t *line = json_pack("{s:s, s:s, s:f, s:i, s:i, s:i, s:f}", "bench", "enqueue", "case",
-                                 case_names[c], "events_per_s", ev[c], "batch",
-                                 c >= 3 ? BATCH : 1, "clients", 1, "rounds", env->rounds,
-                                 "seconds_per_round", env->seconds);
+        json_t *line =
+            json_pack("{s:s, s:s, s:f, s:i, s:i, s:i, s:f}", "bench", "enqueue", "case",
+                      case_names[c], "events_per_s", ev[c], "batch", c >= 3 ? BATCH : 1, "clients",
+                      1, "rounds", env->rounds, "seconds_per_round", env->seconds);
 
         if (c < 3) {
             /* Time added to the business transaction, against that transaction alone. */

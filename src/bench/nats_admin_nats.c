@@ -46,29 +46,10 @@ obx_bench_stream_delete(const char *url, const char *name)
     natsConnection *nc = NULL;
     jsCtx *js = NULL;
 
-    if (natsConnection_ConnectTo(&nc, url) == NATS_OK && natsConnection_JetStream(&js, nc, NULL) ==
-                                                              NATS_OK) {
+    if (natsConnection_ConnectTo(&nc, url) == NATS_OK &&
+        natsConnection_JetStream(&js, nc, NULL) == NATS_OK) {
         js_DeleteStream(js, name, NULL, NULL);
     }
     jsCtx_Destroy(js);
     natsConnection_Destroy(nc);
-}
-
-long long
-obx_bench_stream_count(const char *url, const char *name)
-{
-    natsConnection *nc = NULL;
-    jsCtx *js = NULL;
-    jsStreamInfo *si = NULL;
-    long long count = -1;
-
-    if (natsConnection_ConnectTo(&nc, url) == NATS_OK &&
-        natsConnection_JetStream(&js, nc, NULL) == NATS_OK &&
-        js_GetStreamInfo(&si, js, name, NULL, NULL) == NATS_OK) {
-        count = (long long)si->State.Msgs;
-    }
-    jsStreamInfo_Destroy(si);
-    jsCtx_Destroy(js);
-    natsConnection_Destroy(nc);
-    return count;
 }

@@ -18,6 +18,7 @@
 #include "bench.h"
 #include "outbox/worker.h"
 #include "raw_publish.h"
+#include "stream_audit.h"
 
 #include "banned.h" /* last: poisons unsafe functions */
 
@@ -160,9 +161,8 @@ emit_case(const struct obx_bench_relay_case *c, double rate, double raw, long lo
                              "relay", "case", "relay", "mode", c->prune ? "prune" : "mark",
                              "replicas", c->replicas, "batch", c->batch, "events",
                              (json_int_t)c->events, "events_per_s", rate, "ratio_to_raw",
-                             rate / raw, "stream_msgs", (json_int_t)stream_msgs,
-                             "duplicates_acked", (json_int_t)c->duplicates, "seconds",
-                             c->seconds));
+                             rate / raw, "stream_msgs", (json_int_t)stream_msgs, "duplicates_acked",
+                             (json_int_t)c->duplicates, "seconds", c->seconds));
 }
 
 /* One relay case on a fresh stream and a freshly loaded outbox; returns its rate. */
@@ -173,15 +173,14 @@ measure_case(const struct obx_bench_env *env, PGconn *conn, struct obx_bench_rel
     long long msgs;
     double rate;
 
-    snprintf(c->stream, sizeof(c->stream), "BENCH_%s_%d", c->prune ? "PRUNE" : "MARK",
-             c->replicas);
+    snprintf(c->stream, sizeof(c->stream), "BENCH_%s_%d", c->prune ? "PRUNE" : "MARK", c->replicas);
     snprintf(c->prefix, sizeof(c->prefix), "bench%s%d", c->prune ? "p" : "m", c->replicas);
     obx_bench_preload(conn, c->events);
     if (obx_bench_stream_create(env->nats_url, c->stream, c->prefix) != 0) {
         exit(1);
     }
     rate = obx_bench_relay_case(env, c);
-    msgs = obx_bench_stream_count(env->nats_url, c->stream);
+    msgs = obx_stream_message_count(env->nats_url, c->stream);
     obx_bench_stream_delete(env->nats_url, c->stream);
     emit_case(c, rate, raw, msgs);
     return rate;
@@ -202,9 +201,10 @@ obx_bench_relay(const struct obx_bench_env *env)
     raw_after = raw_before;
     for (int prune = 0; prune <= 1; prune++) {
         for (size_t i = 0; i < sizeof(replicas) / sizeof(replicas[0]); i++) {
-            struct obx_bench_relay_case c = {
-                .replicas = replicas[i], .prune = prune, .batch = env->batch,
-                .events = env->events};
+            struct obx_bench_relay_case c = {.replicas = replicas[i],
+                                             .prune = prune,
+                                             .batch = env->batch,
+                                             .events = env->events};
             double rate = measure_case(env, conn, &c, raw_before);
 
             best = rate > best ? rate : best;

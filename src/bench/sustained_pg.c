@@ -13,6 +13,7 @@
 
 #include "bench.h"
 #include "outbox/worker.h"
+#include "stream_audit.h"
 
 #include "banned.h" /* last: poisons unsafe functions */
 
@@ -129,15 +130,14 @@ obx_bench_sustained(const struct obx_bench_env *env)
         pthread_join(relay_threads[i], NULL);
         outbox_relay_free(relays[i]);
     }
-    obx_bench_emit(json_pack("{s:s, s:s, s:f, s:f, s:i, s:i, s:i, s:I, s:f, s:I, s:f, s:f, s:I}",
-                             "bench", "relay", "case", "sustained", "rate", rate, "seconds",
-                             seconds, "replicas", RELAYS, "batch", env->batch, "writers", WRITERS,
-                             "written", (json_int_t)written, "write_events_per_s",
-                             (double)written / (stop - start), "backlog_at_end",
-                             (json_int_t)at_end, "backlog_seconds_of_production",
-                             (double)at_end / rate, "drain_seconds", left == 0 ? drained : -1.0,
-                             "stream_msgs",
-                             (json_int_t)obx_bench_stream_count(env->nats_url, "BENCH_SUSTAINED")));
+    obx_bench_emit(
+        json_pack("{s:s, s:s, s:f, s:f, s:i, s:i, s:i, s:I, s:f, s:I, s:f, s:f, s:I}", "bench",
+                  "relay", "case", "sustained", "rate", rate, "seconds", seconds, "replicas",
+                  RELAYS, "batch", env->batch, "writers", WRITERS, "written", (json_int_t)written,
+                  "write_events_per_s", (double)written / (stop - start), "backlog_at_end",
+                  (json_int_t)at_end, "backlog_seconds_of_production", (double)at_end / rate,
+                  "drain_seconds", left == 0 ? drained : -1.0, "stream_msgs",
+                  (json_int_t)obx_stream_message_count(env->nats_url, "BENCH_SUSTAINED")));
     obx_bench_stream_delete(env->nats_url, "BENCH_SUSTAINED");
     obx_bench_exec(conn, "TRUNCATE outbox.events");
     PQfinish(conn);

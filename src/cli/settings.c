@@ -15,11 +15,18 @@
 #include "banned.h" /* last: poisons unsafe functions */
 
 #define FIELD(name) offsetof(struct obx_config, name)
-#define STR(env, field, def, help) {env, OBX_SETTING_STR, FIELD(field), def, 0, 0, NULL, help}
-#define INT(env, field, def, lo, hi, help) \
-    {env, OBX_SETTING_INT, FIELD(field), def, lo, hi, NULL, help}
-#define CHOICE(env, field, def, choices, help) \
-    {env, OBX_SETTING_CHOICE, FIELD(field), def, 0, 0, choices, help}
+#define STR(env, field, def, help)                                \
+    {                                                             \
+        env, OBX_SETTING_STR, FIELD(field), def, 0, 0, NULL, help \
+    }
+#define INT(env, field, def, lo, hi, help)                          \
+    {                                                               \
+        env, OBX_SETTING_INT, FIELD(field), def, lo, hi, NULL, help \
+    }
+#define CHOICE(env, field, def, choices, help)                          \
+    {                                                                   \
+        env, OBX_SETTING_CHOICE, FIELD(field), def, 0, 0, choices, help \
+    }
 
 const struct obx_setting obx_settings[] = {
     STR("OUTBOX_DATABASE_URL", database_url, NULL,
@@ -37,7 +44,8 @@ const struct obx_setting obx_settings[] = {
         "relay and DB-feed lease; another replica takes rows over after it"),
     INT("OUTBOX_LEDGER_LEASE_SECONDS", ledger_lease_seconds, "1800", 1, 86400,
         "consumer claim lease; a claim older than this is taken over"),
-    INT("OUTBOX_BATCH_SIZE", batch_size, "100", 1, 10000, "rows per lease (and messages per fetch)"),
+    INT("OUTBOX_BATCH_SIZE", batch_size, "100", 1, 10000,
+        "rows per lease (and messages per fetch)"),
     STR("OUTBOX_STREAM", stream, "EVENTS", "JetStream stream name"),
     STR("OUTBOX_SUBJECT_PREFIX", subject_prefix, "events",
         "subject prefix: {prefix}.{aggregate_type}.{event_type}; the stream captures {prefix}.>"),
@@ -114,8 +122,7 @@ choice_ok(const char *choices, const char *value)
 
 /* Stores `value` for setting `s`; -1 with `msg` when it is out of bounds. */
 static int
-apply(struct obx_config *cfg, const struct obx_setting *s, const char *value, char *msg,
-      size_t cap)
+apply(struct obx_config *cfg, const struct obx_setting *s, const char *value, char *msg, size_t cap)
 {
     char *base = (char *)cfg + s->offset;
     char *end = NULL;
@@ -178,8 +185,7 @@ find_flag(const char *name, size_t len)
 }
 
 int
-obx_settings_load(struct obx_config *cfg, int argc, char **argv, int *rest, char *msg,
-                  size_t cap)
+obx_settings_load(struct obx_config *cfg, int argc, char **argv, int *rest, char *msg, size_t cap)
 {
     int kept = 0;
 
@@ -236,8 +242,7 @@ obx_settings_print_help(FILE *out)
 
         flag_name(s, flag, sizeof(flag));
         fprintf(out, "  %-32s --%-28s default: %s (%s)\n      %s\n", s->env, flag,
-                s->fallback ? s->fallback : "(unset)", type_text(s, range, sizeof(range)),
-                s->help);
+                s->fallback ? s->fallback : "(unset)", type_text(s, range, sizeof(range)), s->help);
     }
 }
 

@@ -35,8 +35,8 @@ obx_ctl_migrate(const struct obx_config *cfg, int argc, char **argv)
     st = outbox_migrate(conn, cfg->schema, &applied, &err);
     PQfinish(conn);
     if (st != OUTBOX_OK) {
-        fprintf(stderr, "outboxctl migrate: %s%s%s\n", err.message, err.sqlstate[0] ? " sqlstate=" : "",
-                err.sqlstate);
+        fprintf(stderr, "outboxctl migrate: %s%s%s\n", err.message,
+                err.sqlstate[0] ? " sqlstate=" : "", err.sqlstate);
         return 1;
     }
     printf("schema %s is up to date (%d migration%s applied)\n", cfg->schema, applied,

@@ -15,13 +15,12 @@
 static void
 print_json(const char *schema, const struct obx_status *s)
 {
-    json_t *doc = json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:I, s:I}", "schema", schema,
-                            "pending", (json_int_t)s->pending, "leased", (json_int_t)s->leased,
-                            "done", (json_int_t)s->done, "dead", (json_int_t)s->dead, "invalid",
-                            (json_int_t)s->invalid, "backing_off", (json_int_t)s->backing_off,
-                            "oldest_pending_age_s", s->oldest_pending_age_s, "dead_letters",
-                            (json_int_t)s->dead_letters, "schema_version",
-                            (json_int_t)s->schema_version);
+    json_t *doc = json_pack(
+        "{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:I, s:I}", "schema", schema, "pending",
+        (json_int_t)s->pending, "leased", (json_int_t)s->leased, "done", (json_int_t)s->done,
+        "dead", (json_int_t)s->dead, "invalid", (json_int_t)s->invalid, "backing_off",
+        (json_int_t)s->backing_off, "oldest_pending_age_s", s->oldest_pending_age_s, "dead_letters",
+        (json_int_t)s->dead_letters, "schema_version", (json_int_t)s->schema_version);
 
     json_dumpf(doc, stdout, JSON_COMPACT);
     fputc('\n', stdout);

@@ -52,8 +52,8 @@ obx_status_read(PGconn *conn, const char *schema, struct obx_status *out, outbox
     out->backing_off = column_ll(res, "backing_off");
     out->dead_letters = column_ll(res, "dead_letters");
     out->schema_version = column_ll(res, "schema_version");
-    out->oldest_pending_age_s = strtod(PQgetvalue(res, 0, PQfnumber(res, "oldest_pending_age_s")),
-                                       NULL);
+    out->oldest_pending_age_s =
+        strtod(PQgetvalue(res, 0, PQfnumber(res, "oldest_pending_age_s")), NULL);
     PQclear(res);
     return OUTBOX_OK;
 }

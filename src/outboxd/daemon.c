@@ -69,7 +69,8 @@ wait_for_signal(struct worker_state *ws, const sigset_t *set)
         int sig = sigtimedwait(set, NULL, &tick);
 
         if (sig == SIGTERM || sig == SIGINT) {
-            obx_log(OUTBOX_LOG_INFO, "stop requested signal=%s", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+            obx_log(OUTBOX_LOG_INFO, "stop requested signal=%s",
+                    sig == SIGTERM ? "SIGTERM" : "SIGINT");
             return;
         }
         pthread_mutex_lock(&ws->lock);

@@ -124,8 +124,7 @@ obx_http_start(const char *addr, const struct obx_http_handlers *handlers, char 
     }
     http->handlers = *handlers;
     http->daemon = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD, ntohs(sin.sin_port), NULL,
-                                    NULL, handle, http, MHD_OPTION_SOCK_ADDR, &sin,
-                                    MHD_OPTION_END);
+                                    NULL, handle, http, MHD_OPTION_SOCK_ADDR, &sin, MHD_OPTION_END);
     if (http->daemon == NULL) {
         snprintf(msg, msg_cap, "cannot listen on OUTBOX_HTTP_ADDR=\"%s\"", addr);
         free(http);

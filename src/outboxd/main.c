@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "commands.h"
+#include "demo.h"
 #include "logsink.h"
 #include "settings.h"
 
@@ -20,6 +21,8 @@ usage(FILE *out)
           "\n"
           "commands:\n"
           "  relay     publish the outbox to NATS (run as many replicas as you like)\n"
+          "  demo      writers -> relays -> JetStream on throwaway servers, with a live line\n"
+          "            [--seconds S] [--rate EVENTS_PER_S] [--writers N] [--relays N]\n"
           "\n",
           out);
     obx_settings_print_help(out);
@@ -49,6 +52,9 @@ main(int argc, char **argv)
         return 2;
     }
     obx_logsink_install(cfg.log_level);
+    if (strcmp(argv[1], "demo") == 0) {
+        return obx_cmd_demo(&cfg, rest - 1, argv + 2, "/proc/self/exe");
+    }
     if (strcmp(argv[1], "relay") == 0 && rest == 1) {
         return obx_cmd_relay(&cfg);
     }

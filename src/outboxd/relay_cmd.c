@@ -137,8 +137,8 @@ obx_cmd_relay(const struct obx_config *cfg)
             return 2;
         }
     }
-    job = (struct obx_daemon_job){.ctx = relay, .run = run_relay, .stop = stop_relay,
-                                  .name = "relay"};
+    job = (struct obx_daemon_job){
+        .ctx = relay, .run = run_relay, .stop = stop_relay, .name = "relay"};
     code = obx_daemon_run(&job, (int)cfg->drain_timeout_seconds);
     obx_http_stop(http);
     if (code == 0) {

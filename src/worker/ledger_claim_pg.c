@@ -171,6 +171,7 @@ obx_ledger_claim(struct obx_ledger *ledger, const char *handler,
                  int lock_wait_ms, struct obx_claim *out, outbox_error *err)
 {
     char lease_text[16], wait_text[16];
+    const char *params[] = {handler, NULL, lease_text, wait_text};
     struct obx_buf ids;
     PGresult *res = NULL;
     outbox_status status;
@@ -191,11 +192,8 @@ obx_ledger_claim(struct obx_ledger *ledger, const char *handler,
     }
     snprintf(lease_text, sizeof(lease_text), "%d", lease_seconds);
     snprintf(wait_text, sizeof(wait_text), "%d", lock_wait_ms);
-    {
-        const char *params[] = {handler, ids.data, lease_text, wait_text};
-
-        res = obx_ledger_exec(ledger, OBX_LEDGER_CLAIM, params, 4);
-    }
+    params[1] = ids.data;
+    res = obx_ledger_exec(ledger, OBX_LEDGER_CLAIM, params, 4);
     status = obx_ledger_check(ledger, res, "claim", err);
     if (status == OUTBOX_OK) {
         status = claims_take(res, count, out, err);
@@ -239,6 +237,7 @@ obx_ledger_mark_done(struct obx_ledger *ledger, const char *handler,
                      size_t count, size_t *marked, outbox_error *err)
 {
     struct obx_buf arrays[2];
+    const char *params[3] = {handler};
     PGresult *res = NULL;
     size_t runs = 0;
     outbox_status status;
@@ -265,11 +264,9 @@ obx_ledger_mark_done(struct obx_ledger *ledger, const char *handler,
     if (status != OUTBOX_OK) {
         goto done;
     }
-    {
-        const char *params[] = {handler, arrays[0].data, arrays[1].data};
-
-        res = obx_ledger_exec(ledger, OBX_LEDGER_MARK_DONE, params, 3);
-    }
+    params[1] = arrays[0].data;
+    params[2] = arrays[1].data;
+    res = obx_ledger_exec(ledger, OBX_LEDGER_MARK_DONE, params, 3);
     status = obx_ledger_check(ledger, res, "mark done", err);
     if (status == OUTBOX_OK) {
         *marked = (size_t)strtoul(PQcmdTuples(res), NULL, 10);
@@ -363,7 +360,7 @@ obx_ledger_record_failure(struct obx_ledger *ledger, const char *handler,
                           struct obx_failure_result *out, outbox_error *err)
 {
     char reason_text[REASON_MAX_BYTES + 1], max_text[16], base_text[16], cap_text[16];
-    const char *envelope;
+    const char *params[] = {NULL, handler, NULL, reason_text, NULL, max_text, base_text, cap_text};
     PGresult *res;
     outbox_status status;
 
@@ -380,20 +377,16 @@ obx_ledger_record_failure(struct obx_ledger *ledger, const char *handler,
     }
     clean_reason(reason != NULL && reason[0] != '\0' ? reason : "handler failed", reason_text,
                  sizeof(reason_text));
+    params[0] = event->event_id;
+    params[2] = claim->owner_token;
     /* Text the server would refuse is not kept: the dead letter is written without it. */
-    envelope = event->envelope;
-    if (envelope != NULL && !obx_utf8_valid(envelope, strlen(envelope))) {
-        envelope = NULL;
+    if (event->envelope != NULL && obx_utf8_valid(event->envelope, strlen(event->envelope))) {
+        params[4] = event->envelope;
     }
     snprintf(max_text, sizeof(max_text), "%d", policy->max_attempts);
     snprintf(base_text, sizeof(base_text), "%d", policy->backoff_base_ms);
     snprintf(cap_text, sizeof(cap_text), "%d", policy->backoff_cap_ms);
-    {
-        const char *params[] = {event->event_id, handler,  claim->owner_token, reason_text,
-                                envelope,        max_text, base_text,          cap_text};
-
-        res = obx_ledger_exec(ledger, OBX_LEDGER_RECORD_FAILURE, params, 8);
-    }
+    res = obx_ledger_exec(ledger, OBX_LEDGER_RECORD_FAILURE, params, 8);
     status = obx_ledger_check(ledger, res, "record failure", err);
     if (status == OUTBOX_OK) {
         failure_take(res, out);
@@ -408,6 +401,7 @@ obx_ledger_release(struct obx_ledger *ledger, const char *handler,
                    int delay_ms, outbox_error *err)
 {
     char delay_text[16];
+    const char *params[] = {NULL, handler, NULL, delay_text};
     PGresult *res;
     outbox_status status;
 
@@ -423,11 +417,9 @@ obx_ledger_release(struct obx_ledger *ledger, const char *handler,
         return status;
     }
     snprintf(delay_text, sizeof(delay_text), "%d", delay_ms);
-    {
-        const char *params[] = {event->event_id, handler, claim->owner_token, delay_text};
-
-        res = obx_ledger_exec(ledger, OBX_LEDGER_RELEASE, params, 4);
-    }
+    params[0] = event->event_id;
+    params[2] = claim->owner_token;
+    res = obx_ledger_exec(ledger, OBX_LEDGER_RELEASE, params, 4);
     status = obx_ledger_check(ledger, res, "release", err);
     PQclear(res);
     return status;

@@ -21,9 +21,9 @@
 #include "banned.h" /* last: poisons unsafe functions */
 
 enum {
-    PAUSE_FIRST_MS = 250,    /* first wait after a server went away */
-    PAUSE_MAX_MS = 10000,    /* longest wait between reconnection tries */
-    POLL_MIN_MS = 5,         /* idle poll right after work, growing to poll_max_ms */
+    PAUSE_FIRST_MS = 250, /* first wait after a server went away */
+    PAUSE_MAX_MS = 10000, /* longest wait between reconnection tries */
+    POLL_MIN_MS = 5,      /* idle poll right after work, growing to poll_max_ms */
     MAINTENANCE_EVERY_MS = 30000,
     PRUNE_BATCH_ROWS = 1000, /* rows per retention delete, so no pass holds locks long */
     PRUNE_BATCHES_PER_PASS = 20,
@@ -261,10 +261,12 @@ log_outcomes(struct outbox_relay *relay, const struct obx_lease *lease,
 {
     for (size_t i = 0; i < b->count; i++) {
         if (b->rows[i].outcome == OBX_ROW_INVALID) {
-            obx_log(OUTBOX_LOG_WARN, "row quarantined as invalid relay=%s event_id=%s reason=\"%s\"",
+            obx_log(OUTBOX_LOG_WARN,
+                    "row quarantined as invalid relay=%s event_id=%s reason=\"%s\"",
                     relay->opts.name, obx_lease_id(lease, i), b->rows[i].reason);
         } else if (b->rows[i].outcome == OBX_ROW_RETRY) {
-            obx_log(OUTBOX_LOG_INFO, "publish rejected relay=%s event_id=%s attempts=%d reason=\"%s\"",
+            obx_log(OUTBOX_LOG_INFO,
+                    "publish rejected relay=%s event_id=%s attempts=%d reason=\"%s\"",
                     relay->opts.name, obx_lease_id(lease, i), obx_lease_attempts(lease, i) + 1,
                     b->rows[i].reason);
         }
@@ -315,8 +317,8 @@ finish_once(struct outbox_relay *relay, const struct obx_lease *lease,
  * already finished come back as `lost`.
  */
 static void
-finish_batch(struct outbox_relay *relay, const struct obx_lease *lease,
-             struct obx_relay_batch *b, int release_delay_ms)
+finish_batch(struct outbox_relay *relay, const struct obx_lease *lease, struct obx_relay_batch *b,
+             int release_delay_ms)
 {
     struct obx_finish_options fo = {
         .mode = relay->opts.mode == OUTBOX_RELAY_PRUNE ? OBX_FINISH_PRUNE : OBX_FINISH_MARK,
@@ -411,7 +413,7 @@ publish_batch(struct outbox_relay *relay, const struct obx_lease *cur, struct ob
     size_t max_payload = obx_bus_max_payload(relay->bus);
     /* A server configured below the header budget can still take small bodies. */
     size_t max_body = max_payload > 2 * OBX_BUS_HEADER_BUDGET ? max_payload - OBX_BUS_HEADER_BUDGET
-                                                               : max_payload / 2;
+                                                              : max_payload / 2;
     struct obx_relay_batch b;
     outbox_error err = {0};
     int transport_failed = 0;
@@ -568,8 +570,8 @@ outbox_relay_run(outbox_relay *relay, outbox_error *err)
             "lease_seconds=%d",
             relay->opts.name, relay->opts.schema,
             relay->opts.mode == OUTBOX_RELAY_PRUNE ? "prune" : "mark",
-            relay->opts.bus == OUTBOX_BUS_NATS_CORE ? "nats-core" : "jetstream",
-            relay->opts.stream, relay->opts.batch_size, relay->opts.lease_seconds);
+            relay->opts.bus == OUTBOX_BUS_NATS_CORE ? "nats-core" : "jetstream", relay->opts.stream,
+            relay->opts.batch_size, relay->opts.lease_seconds);
     run_loop(relay);
     obx_store_close(relay->store);
     relay->store = NULL;

@@ -21,8 +21,8 @@ mark_invalid(struct obx_relay_row *row, const char *reason)
 
 /* Validates row `i` and, if publishable, appends its message. */
 static void
-prepare_row(struct obx_relay_batch *b, const struct obx_lease *lease, size_t i,
-            const char *prefix, size_t max_body_bytes)
+prepare_row(struct obx_relay_batch *b, const struct obx_lease *lease, size_t i, const char *prefix,
+            size_t max_body_bytes)
 {
     struct obx_relay_row *row = &b->rows[i];
     struct obx_bus_message *msg;
@@ -123,8 +123,7 @@ obx_relay_batch_apply_results(struct obx_relay_batch *b)
 }
 
 void
-obx_relay_batch_set_all(struct obx_relay_batch *b, enum obx_row_outcome outcome,
-                        const char *reason)
+obx_relay_batch_set_all(struct obx_relay_batch *b, enum obx_row_outcome outcome, const char *reason)
 {
     for (size_t k = 0; k < b->msg_count; k++) {
         b->results[k] = (struct obx_publish_result){.outcome = OBX_PUBLISH_UNAVAILABLE};

@@ -18,19 +18,19 @@
 #include "subject.h"
 
 struct obx_relay_row {
-    struct obx_envelope env;        /* parsed; empty when the row is invalid */
+    struct obx_envelope env; /* parsed; empty when the row is invalid */
     char subject[OBX_SUBJECT_CAP];
     char ce_type[OUTBOX_MAX_ROUTE_BYTES + 1];
-    enum obx_row_outcome outcome;   /* decided by prepare (INVALID) or by the results */
-    char reason[512];               /* for last_error; "" when none */
-    int duplicate;                  /* the broker already had it */
+    enum obx_row_outcome outcome; /* decided by prepare (INVALID) or by the results */
+    char reason[512];             /* for last_error; "" when none */
+    int duplicate;                /* the broker already had it */
 };
 
 struct obx_relay_batch {
-    size_t count;                       /* rows in the lease */
-    struct obx_relay_row *rows;         /* owned, `count` entries */
-    struct obx_bus_message *msgs;       /* owned: the rows that are publishable */
-    size_t *msg_row;                    /* owned: msgs[k] belongs to rows[msg_row[k]] */
+    size_t count;                 /* rows in the lease */
+    struct obx_relay_row *rows;   /* owned, `count` entries */
+    struct obx_bus_message *msgs; /* owned: the rows that are publishable */
+    size_t *msg_row;              /* owned: msgs[k] belongs to rows[msg_row[k]] */
     size_t msg_count;
     struct obx_publish_result *results; /* owned, msg_count entries once collected */
     enum obx_row_outcome *outcomes;     /* owned, per row, for obx_store_finish */

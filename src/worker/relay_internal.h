@@ -16,17 +16,17 @@
 enum { OBX_RELAY_OWNED_STRINGS = 16 };
 
 struct outbox_relay {
-    outbox_relay_options opts;                /* strings borrow from `owned` */
-    char *owned[OBX_RELAY_OWNED_STRINGS];     /* owned copies of the option strings */
-    char default_name[96];                    /* host-pid when no name was given */
-    volatile sig_atomic_t stop_requested;     /* set by outbox_relay_stop() */
+    outbox_relay_options opts;            /* strings borrow from `owned` */
+    char *owned[OBX_RELAY_OWNED_STRINGS]; /* owned copies of the option strings */
+    char default_name[96];                /* host-pid when no name was given */
+    volatile sig_atomic_t stop_requested; /* set by outbox_relay_stop() */
     pthread_mutex_t stats_lock;
-    outbox_relay_stats stats;                 /* guarded by stats_lock */
-    struct obx_store *store;                  /* NULL while the database is away */
-    struct obx_bus *bus;                      /* NULL until the broker first answers */
-    int stream_ready;                         /* JetStream stream created or checked */
-    int db_pause_ms, bus_pause_ms;            /* growing pauses while a server is away */
-    long long next_maintenance_ms;            /* monotonic time of the next retention pass */
+    outbox_relay_stats stats;      /* guarded by stats_lock */
+    struct obx_store *store;       /* NULL while the database is away */
+    struct obx_bus *bus;           /* NULL until the broker first answers */
+    int stream_ready;              /* JetStream stream created or checked */
+    int db_pause_ms, bus_pause_ms; /* growing pauses while a server is away */
+    long long next_maintenance_ms; /* monotonic time of the next retention pass */
 };
 
 /* Copies and checks options into `relay` (strings duplicated). */

@@ -144,10 +144,17 @@ obx_relay_options_adopt(struct outbox_relay *relay, const outbox_relay_options *
                         outbox_error *err)
 {
     outbox_relay_options *o = &relay->opts;
-    const char **strings[] = {&o->database_url,   &o->schema,          &o->nats_url,
-                              &o->stream,         &o->subject_prefix,  &o->ce_source,
-                              &o->name,           &o->nats_creds_file, &o->nats_tls_ca_file,
-                              &o->nats_tls_cert_file, &o->nats_tls_key_file,
+    const char **strings[] = {&o->database_url,
+                              &o->schema,
+                              &o->nats_url,
+                              &o->stream,
+                              &o->subject_prefix,
+                              &o->ce_source,
+                              &o->name,
+                              &o->nats_creds_file,
+                              &o->nats_tls_ca_file,
+                              &o->nats_tls_cert_file,
+                              &o->nats_tls_key_file,
                               &o->crash_on_event_type};
     int used = 0;
     outbox_status st = check_options(opts, err);

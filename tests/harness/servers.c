@@ -11,7 +11,7 @@
  *
  *  - PRE_ALL and POST_ALL run in the runner, the process ctest started, in
  *    its main thread. A second thread already exists by PRE_ALL, so every
- *    fork here execs at once (exec.c).
+ *    fork here execs at once (src/cli/devserver_exec.c).
  *  - Each test runs in its own worker: BoxFort fork()s the runner, sets
  *    PR_SET_PDEATHSIG(SIGKILL), then execl()s /proc/self/exe as
  *    "boxfort-worker". The worker is a fresh image: no memory of the runner

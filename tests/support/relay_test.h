@@ -111,11 +111,21 @@ relay_test_assert_running(struct harness_proc *p, const char *what)
     }
 }
 
-/* SIGTERM, and the relay must exit 0 (LeakSanitizer included) within `timeout_ms`. */
+/*
+ * SIGTERM, and the relay must exit 0 (LeakSanitizer included) within
+ * `timeout_ms`. A relay started a moment ago is first given time to take
+ * over its signals ("relay starting" is logged after that): before, SIGTERM
+ * simply ends the process, which holds nothing yet.
+ */
 static inline void
 relay_test_stop(struct harness_proc *p, int timeout_ms)
 {
-    int status = harness_proc_stop(p, timeout_ms);
+    int status;
+
+    HARNESS_WAIT_UNTIL(harness_proc_log_contains(p, "relay starting") ||
+                           harness_proc_wait(p, 0) != -1,
+                       20000);
+    status = harness_proc_stop(p, timeout_ms);
 
     if (status != 0) {
         char *log = harness_proc_log(p);

@@ -1,0 +1,49 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * demo.h - `outboxd demo`: the whole product on a laptop in one command.
+ *
+ * Writers commit business rows and their events together; relay replicas
+ * (separate outboxd processes, one of them killed and restarted on the
+ * way) publish to JetStream; a live line shows the flow, and a summary
+ * reads the stream back and counts what was lost (0) and duplicated (0).
+ */
+#ifndef OBX_DEMO_H
+#define OBX_DEMO_H
+
+#include <sys/types.h>
+
+#include "settings.h"
+
+struct obx_demo_options {
+    double seconds;   /* how long the writers write */
+    int rate;         /* events per second, all writers together */
+    int writers;      /* writer threads, each with its own connection */
+    int relays;       /* relay processes */
+    const char *self; /* path of this outboxd, to start relays */
+};
+
+/* Writers (demo_writers_pg.c): one business row and one event per transaction. */
+struct obx_demo_writers;
+
+struct obx_demo_writers *obx_demo_writers_start(const char *database_url, int writers, int rate,
+                                                double seconds);
+/* Events committed so far (thread-safe). */
+long long obx_demo_writers_committed(struct obx_demo_writers *w);
+/* 1 once every writer has finished. */
+int obx_demo_writers_done(struct obx_demo_writers *w);
+/* Waits for the writers and frees them; returns how many failed transactions there were. */
+long long obx_demo_writers_join(struct obx_demo_writers *w);
+
+/* Creates the demo's business table. Returns 0, or -1 with a message printed. */
+int obx_demo_prepare_db(const char *database_url, const char *schema);
+
+/*
+ * Row counts the progress line shows: done, waiting (pending or leased),
+ * dead + invalid. `counts_sql` is demo_counts.sql rendered for the schema.
+ */
+int obx_demo_counts(void *conn, const char *counts_sql, long long *done, long long *waiting,
+                    long long *stuck);
+
+int obx_cmd_demo(const struct obx_config *cfg, int argc, char **argv, const char *self);
+
+#endif

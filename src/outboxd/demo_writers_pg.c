@@ -1,0 +1,195 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * demo_writers_pg.c - the demo's service: each transaction inserts a
+ * review and enqueues its `movie.review.logged` event, so the two commit
+ * together or not at all. Paced to the demo's rate.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <uuid/uuid.h>
+
+#include "demo.h"
+#include "outbox/outbox.h"
+
+#include "banned.h" /* last: poisons unsafe functions */
+
+enum { MAX_WRITERS = 32 };
+
+struct obx_demo_writers {
+    const char *database_url; /* borrowed from the caller */
+    double rate_each;         /* events per second per writer */
+    double seconds;
+    int count;
+    atomic_llong committed;
+    atomic_llong failed;
+    atomic_int finished;
+    pthread_t threads[MAX_WRITERS];
+};
+
+static double
+now_s(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static int
+exec_ok(PGconn *conn, const char *sql, int nparams, const char *const *params)
+{
+    PGresult *res = PQexecParams(conn, sql, nparams, NULL, params, NULL, NULL, 0);
+    int ok = PQresultStatus(res) == PGRES_COMMAND_OK;
+
+    PQclear(res);
+    return ok;
+}
+
+/* One business transaction: the review and its event, committed together. */
+static int
+write_review(PGconn *conn)
+{
+    char review_id[37], movie_id[37], stars[4], payload[200];
+    const char *params[] = {review_id, movie_id, stars, NULL};
+    outbox_event *ev = outbox_event_new();
+    outbox_error err;
+    uuid_t u;
+    int ok;
+
+    uuid_generate_random(u);
+    uuid_unparse_lower(u, review_id);
+    uuid_generate_random(u);
+    uuid_unparse_lower(u, movie_id);
+    snprintf(stars, sizeof(stars), "%d", 1 + rand() % 5);
+    snprintf(payload, sizeof(payload), "{\"review_id\":\"%s\",\"stars\":%s}", review_id, stars);
+    params[3] = outbox_event_id(ev);
+    ok = ev != NULL && exec_ok(conn, "BEGIN", 0, NULL) &&
+         exec_ok(conn,
+                 "INSERT INTO demo_reviews (id, movie_id, stars, body, event_id) "
+                 "VALUES ($1, $2, $3, 'A fine film.', $4)",
+                 4, params) &&
+         outbox_event_set_route(ev, "movie", "review.logged", &err) == OUTBOX_OK &&
+         outbox_event_set_aggregate_id(ev, movie_id, &err) == OUTBOX_OK &&
+         outbox_event_set_payload_json(ev, payload, strlen(payload), &err) == OUTBOX_OK &&
+         outbox_enqueue(conn, ev, &err) == OUTBOX_OK && exec_ok(conn, "COMMIT", 0, NULL);
+    if (!ok) {
+        PQclear(PQexec(conn, "ROLLBACK"));
+    }
+    outbox_event_free(ev);
+    return ok;
+}
+
+static void *
+writer_main(void *arg)
+{
+    struct obx_demo_writers *w = arg;
+    PGconn *conn = PQconnectdb(w->database_url);
+    double start = now_s();
+
+    for (long long i = 0; PQstatus(conn) == CONNECTION_OK; i++) {
+        double due = start + (double)i / w->rate_each, wait = due - now_s();
+
+        if (due - start >= w->seconds) {
+            break;
+        }
+        if (wait > 0) {
+            struct timespec ts = {(time_t)wait, (long)((wait - (double)(time_t)wait) * 1e9)};
+
+            nanosleep(&ts, NULL);
+        }
+        if (write_review(conn)) {
+            atomic_fetch_add(&w->committed, 1);
+        } else {
+            atomic_fetch_add(&w->failed, 1);
+        }
+    }
+    PQfinish(conn);
+    atomic_fetch_add(&w->finished, 1);
+    return NULL;
+}
+
+struct obx_demo_writers *
+obx_demo_writers_start(const char *database_url, int writers, int rate, double seconds)
+{
+    struct obx_demo_writers *w = calloc(1, sizeof(*w));
+
+    if (w == NULL) {
+        return NULL;
+    }
+    w->database_url = database_url;
+    w->count = writers < MAX_WRITERS ? writers : MAX_WRITERS;
+    w->rate_each = (double)rate / w->count;
+    w->seconds = seconds;
+    for (int i = 0; i < w->count; i++) {
+        pthread_create(&w->threads[i], NULL, writer_main, w);
+    }
+    return w;
+}
+
+long long
+obx_demo_writers_committed(struct obx_demo_writers *w)
+{
+    return atomic_load(&w->committed);
+}
+
+int
+obx_demo_writers_done(struct obx_demo_writers *w)
+{
+    return atomic_load(&w->finished) == w->count;
+}
+
+long long
+obx_demo_writers_join(struct obx_demo_writers *w)
+{
+    long long failed;
+
+    for (int i = 0; i < w->count; i++) {
+        pthread_join(w->threads[i], NULL);
+    }
+    failed = atomic_load(&w->failed);
+    free(w);
+    return failed;
+}
+
+int
+obx_demo_prepare_db(const char *database_url, const char *schema)
+{
+    PGconn *conn = PQconnectdb(database_url);
+    outbox_error err;
+    int ok = PQstatus(conn) == CONNECTION_OK &&
+             outbox_migrate(conn, schema, NULL, &err) == OUTBOX_OK &&
+             exec_ok(conn,
+                     "CREATE TABLE IF NOT EXISTS demo_reviews (id uuid PRIMARY KEY, "
+                     "movie_id uuid NOT NULL, stars integer NOT NULL, body text, "
+                     "event_id uuid NOT NULL UNIQUE)",
+                     0, NULL) &&
+             exec_ok(conn, "TRUNCATE demo_reviews", 0, NULL);
+
+    if (!ok) {
+        fprintf(stderr, "outboxd demo: cannot prepare the database: %s\n",
+                PQstatus(conn) != CONNECTION_OK ? "no connection" : err.message);
+    }
+    PQfinish(conn);
+    return ok ? 0 : -1;
+}
+
+int
+obx_demo_counts(void *conn_arg, const char *counts_sql, long long *done, long long *waiting,
+                long long *stuck)
+{
+    PGconn *conn = conn_arg;
+    PGresult *res = PQexec(conn, counts_sql);
+    int ok = PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1;
+
+    if (ok) {
+        *done = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+        *waiting = strtoll(PQgetvalue(res, 0, 1), NULL, 10);
+        *stuck = strtoll(PQgetvalue(res, 0, 2), NULL, 10);
+    }
+    PQclear(res);
+    return ok ? 0 : -1;
+}
