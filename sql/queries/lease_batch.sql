@@ -10,18 +10,30 @@
 -- none of them indexed, so the update is HOT.
 -- An expired lease counts one lease expiry; the one that reaches $3 turns
 -- the row dead with a dead letter instead of leasing it again, so a row
--- that crashes every relay that takes it stops after $3 tries.
+-- that crashes every relay that takes it stops after $3 tries. A row whose
+-- lease runs out a second time is a suspect and is leased alone: the rows
+-- leased with a row that crashes relays must not reach $3 with it. A first
+-- expiry (a replica died) keeps its batch, so that recovery stays cheap.
 -- Returns the leased rows (quarantined = false) first, in id order, then
 -- the quarantined ones, without their envelope.
-WITH chosen AS MATERIALIZED (
-    SELECT id, (status = 'leased')::integer AS expiry,
-           status = 'leased' AND lease_expiries + 1 >= $3 AS quarantine
+WITH candidates AS MATERIALIZED (
+    SELECT id, next_attempt_at, (status = 'leased')::integer AS expiry,
+           status = 'leased' AND lease_expiries + 1 >= $3 AS quarantine,
+           status = 'leased' AND lease_expiries > 0 AS suspect
       FROM /*schema*/events
      WHERE published_at IS NULL AND next_attempt_at <= now()
        AND (status = 'pending' OR (status = 'leased' AND leased_until < now()))
      ORDER BY next_attempt_at
      LIMIT $1
        FOR UPDATE SKIP LOCKED
+), lone AS MATERIALIZED (
+    SELECT id FROM candidates WHERE suspect AND NOT quarantine ORDER BY next_attempt_at LIMIT 1
+), chosen AS MATERIALIZED (
+    -- With a suspect, the other candidates stay as they are (only their row
+    -- locks were taken) for the next lease; rows turning dead go anyway.
+    SELECT id, expiry, quarantine
+      FROM candidates
+     WHERE quarantine OR NOT EXISTS (SELECT 1 FROM lone) OR id IN (SELECT id FROM lone)
 ), batch AS MATERIALIZED (
     SELECT gen_random_uuid() AS token
 ), stamped AS (

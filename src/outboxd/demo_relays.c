@@ -21,7 +21,7 @@ int
 obx_demo_relay_start(struct obx_demo_relay *r, const struct obx_config *cfg, const char *self,
                      const char *log_dir, int index)
 {
-    char name[32], url[1024], nats[512], log_path[600], err[700];
+    char name[48], url[1024], nats[512], log_path[600], err[700];
     char *argv[] = {(char *)self, "relay", NULL};
     /* A short lease, unless set: the killed replica's rows come back within the demo. */
     char *extra[] = {url,

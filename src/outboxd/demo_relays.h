@@ -10,7 +10,7 @@
 #include "settings.h"
 
 struct obx_demo_relay {
-    char name[16];
+    char name[24];
     pid_t pid; /* 0 when not running */
 };
 

@@ -186,6 +186,34 @@ Test(ledger_claim, an_expired_claim_is_taken_over_and_the_stale_owner_changes_no
     helper_events_free(&ev);
 }
 
+/* T08's other variant: the production lease, run out by moving the claim back 31 min in SQL. */
+Test(ledger_claim, a_production_length_claim_is_taken_over_only_when_database_time_says_so)
+{
+    struct helper_events ev = helper_events_new(conn, 1);
+    struct obx_ledger *a = helper_ledger_open("ledger-a");
+    struct obx_ledger *b = helper_ledger_open("ledger-b");
+    struct obx_claim first = helper_claim_one(a, "mailer", &ev.events[0], 1800);
+    struct obx_claim second = helper_claim_one(b, "mailer", &ev.events[0], 1800);
+    char sql[256];
+
+    cr_assert_eq(first.state, OBX_CLAIM_RUN);
+    cr_assert_eq(second.state, OBX_CLAIM_BUSY);
+    cr_assert(second.defer_ms > 1790000 && second.defer_ms <= 1800000, "defer_ms %lld",
+              second.defer_ms);
+    snprintf(sql, sizeof(sql),
+             "UPDATE outbox.processed_events SET started_at = started_at - interval '31 min', "
+             "claimed_until = claimed_until - interval '31 min' WHERE event_id = '%s'",
+             ev.ids[0]);
+    harness_exec(conn, sql);
+    second = helper_claim_one(b, "mailer", &ev.events[0], 1800);
+    cr_assert_eq(second.state, OBX_CLAIM_RUN, "30 min in database time have passed");
+    cr_assert_eq(helper_mark_done(a, "mailer", &ev.events[0], &first, 1), 0);
+    cr_assert_eq(helper_mark_done(b, "mailer", &ev.events[0], &second, 1), 1);
+    obx_ledger_close(b);
+    obx_ledger_close(a);
+    helper_events_free(&ev);
+}
+
 Test(ledger_claim, an_event_repeated_in_one_batch_runs_once)
 {
     struct helper_events ev = helper_events_new(conn, 2);
