@@ -145,12 +145,13 @@ Test(store_race, a_batch_of_expired_and_pending_rows_stays_within_the_limit)
 
     helper_enqueue(conn, 15);
     helper_lease(store, 5, 60, &first);
-    harness_exec(conn, "UPDATE outbox.events SET leased_until = now() - interval '1 second' "
-                       "WHERE status = 'leased'");
+    /* A lease runs out on a row that became due before the rows still pending. */
+    harness_exec(conn, "UPDATE outbox.events SET leased_until = now() - interval '1 second', "
+                       "next_attempt_at = now() - interval '1 minute' WHERE status = 'leased'");
     helper_lease(store, 8, 60, &second);
     cr_assert_eq(second.count, 8, "5 expired + 10 pending rows, limit 8");
     cr_assert_eq(helper_count(conn, "status = 'leased' AND lease_expiries = 1"), 5,
-                 "expired leases go first");
+                 "the oldest due rows go first, so the expired leases do");
     cr_assert_eq(helper_count(conn, "status = 'pending'"), 7);
     obx_lease_fini(&first);
     obx_lease_fini(&second);
