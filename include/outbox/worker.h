@@ -122,6 +122,119 @@ OUTBOX_API void outbox_relay_stop(outbox_relay *relay);
 
 OUTBOX_API void outbox_relay_stats_get(outbox_relay *relay, outbox_relay_stats *out);
 
+/* ---- consumers ------------------------------------------------------------------------ */
+
+/* What a handler tells the consumer. */
+typedef enum outbox_handler_result {
+    OUTBOX_HANDLER_DONE,  /* handled: never run again for this event */
+    OUTBOX_HANDLER_RETRY, /* not now (e.g. a dependency is busy): try later, spend no attempt */
+    OUTBOX_HANDLER_FAIL,  /* failed: counts an attempt; dead-lettered at OUTBOX_MAX_ATTEMPTS */
+} outbox_handler_result;
+
+/* One event handed to a handler. Valid only during the handler call. */
+typedef struct outbox_delivery outbox_delivery;
+
+OUTBOX_API const char *outbox_delivery_event_id(const outbox_delivery *d);
+OUTBOX_API const char *outbox_delivery_subject(const outbox_delivery *d);
+/* The envelope JSON (NUL-terminated; `*len` gets its length if not NULL). */
+OUTBOX_API const char *outbox_delivery_envelope(const outbox_delivery *d, size_t *len);
+/* Failures of this handler for this event so far (0 on the first try). */
+OUTBOX_API int outbox_delivery_attempts(const outbox_delivery *d);
+
+/*
+ * A transactional handler: `conn` is inside the ledger's transaction, so
+ * the claim, whatever the handler writes through `conn`, and the `done`
+ * mark commit together: its database effects happen exactly once, and a
+ * crash leaves no claim behind. The handler must not BEGIN, COMMIT or
+ * ROLLBACK. On FAIL, put the reason in `err` (it becomes last_error).
+ */
+typedef outbox_handler_result (*outbox_tx_handler_fn)(void *ctx, PGconn *conn,
+                                                      const outbox_delivery *d, outbox_error *err);
+
+/*
+ * An external handler (an HTTP call, an e-mail...): runs between a
+ * committed claim and the `done` mark. At least once: a crash after the
+ * effect and before the mark runs it again after the claim lease.
+ */
+typedef outbox_handler_result (*outbox_ext_handler_fn)(void *ctx, const outbox_delivery *d,
+                                                       outbox_error *err);
+
+typedef struct outbox_consumer_options {
+    const char *database_url;    /* the ledger (and the outbox for OUTBOX_BUS_DB); required */
+    const char *schema;          /* default "outbox" */
+    outbox_bus_kind bus;         /* JETSTREAM (default) or DB */
+    const char *nats_url;        /* default "nats://127.0.0.1:4222" */
+    const char *stream;          /* default "EVENTS" */
+    const char *subject_prefix;  /* default "events" */
+    const char *consumer_name;   /* durable consumer shared by the replicas; default "outbox" */
+    const char *name;            /* replica name for logs; default host-pid */
+    const char *nats_creds_file; /* NULL: none */
+    const char *nats_tls_ca_file;
+    const char *nats_tls_cert_file;
+    const char *nats_tls_key_file;
+    int batch_size;              /* messages per fetch, default 100 */
+    int ack_wait_seconds;        /* JetStream ack_wait, default 60 */
+    long long max_deliver;       /* JetStream safety net, default -1 (unlimited) */
+    int lease_seconds;           /* DB feed lease, default 60 */
+    int ledger_lease_seconds;    /* claim takeover, default 1800 */
+    int max_attempts;            /* handler failures before the dead letter, default 10 */
+    int backoff_base_ms;         /* default 5000 */
+    int backoff_cap_ms;          /* default 300000 */
+    int poll_max_ms;             /* longest wait for new events, default 1000 */
+    outbox_relay_mode mode;      /* DB feed: mark (default) or prune handled rows */
+    long long ledger_retention_seconds; /* default 30 days; not below the stream's max age */
+    long long stream_max_age_seconds;   /* the stream's max_age, default 7 days */
+} outbox_consumer_options;
+
+OUTBOX_API void outbox_consumer_options_init(outbox_consumer_options *opts);
+
+typedef struct outbox_consumer_stats {
+    unsigned long long fetched;   /* messages received */
+    unsigned long long handled;   /* handler runs that returned DONE */
+    unsigned long long skipped;   /* already done (redeliveries, republishes) */
+    unsigned long long deferred;  /* claim held elsewhere or backing off: redelivered later */
+    unsigned long long failed;    /* handler failures (attempts spent) */
+    unsigned long long retried;   /* RETRY results (no attempt spent) */
+    unsigned long long dead;      /* dead-lettered (event, handler) pairs */
+    unsigned long long ledger_errors; /* ledger unavailable: redelivered, nothing spent */
+    int database_up;
+    int broker_up;
+} outbox_consumer_stats;
+
+typedef struct outbox_consumer outbox_consumer;
+
+/* Checks and copies the options; connects nothing yet. */
+OUTBOX_API outbox_status outbox_consumer_new(const outbox_consumer_options *opts,
+                                             outbox_consumer **out, outbox_error *err);
+OUTBOX_API void outbox_consumer_free(outbox_consumer *c);
+
+/*
+ * Registers a handler by `name` ([A-Za-z0-9_.-]{1,64}, the ledger's key:
+ * keep it stable) for events whose subject matches `subject_filter` (NATS
+ * wildcards; NULL: every event). `ctx` is passed to every call. Register
+ * before outbox_consumer_run(). OUTBOX_EINVAL for a bad or repeated name.
+ */
+OUTBOX_API outbox_status outbox_consumer_add_tx_handler(outbox_consumer *c, const char *name,
+                                                        const char *subject_filter,
+                                                        outbox_tx_handler_fn fn, void *ctx,
+                                                        outbox_error *err);
+OUTBOX_API outbox_status outbox_consumer_add_ext_handler(outbox_consumer *c, const char *name,
+                                                         const char *subject_filter,
+                                                         outbox_ext_handler_fn fn, void *ctx,
+                                                         outbox_error *err);
+
+/*
+ * Runs in the calling thread until outbox_consumer_stop(): fetches, runs
+ * every matching handler once per event through the ledger, settles.
+ * Outages pause it. On stop it finishes the batch in hand and returns.
+ */
+OUTBOX_API outbox_status outbox_consumer_run(outbox_consumer *c, outbox_error *err);
+
+/* Safe from any thread and from a signal handler. */
+OUTBOX_API void outbox_consumer_stop(outbox_consumer *c);
+
+OUTBOX_API void outbox_consumer_stats_get(outbox_consumer *c, outbox_consumer_stats *out);
+
 #ifdef __cplusplus
 }
 #endif

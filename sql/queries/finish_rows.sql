@@ -2,7 +2,8 @@
 -- $1: lease token; $2: ids (uuid[]); $3: outcomes (text[]: done, retry,
 -- release, invalid); $4: reasons (text[], NULL for done and release);
 -- $5: prune (boolean: delete done rows instead of marking them);
--- $6: max attempts; $7: release delay in ms; $8, $9: backoff base and cap in ms.
+-- $6: max attempts; $7: release delay in ms; $8, $9: backoff base and cap in ms;
+-- $10: per-row release delays in ms (bigint[], NULL: $7 for every row).
 -- Every write is guarded by the token and status leased, so a relay whose
 -- lease ran out (another relay holds the row now) changes nothing; the
 -- caller counts those rows as lost. A retry that reaches $6 attempts goes
@@ -11,7 +12,8 @@
 -- claim's way (they keep published_at NULL, so they stay in its index).
 WITH input AS MATERIALIZED (
     SELECT *
-      FROM unnest($2::uuid[], $3::text[], $4::text[]) AS i(id, outcome, reason)
+      FROM unnest($2::uuid[], $3::text[], $4::text[], $10::bigint[])
+           AS i(id, outcome, reason, delay_ms)
 ), deleted AS (
     DELETE FROM /*schema*/events AS e
      USING input AS i
@@ -51,7 +53,8 @@ WITH input AS MATERIALIZED (
 ), released AS (
     UPDATE /*schema*/events AS e
        SET status = 'pending',
-           next_attempt_at = now() + interval '1 millisecond' * $7::integer,
+           next_attempt_at = now() + interval '1 millisecond'
+                                     * coalesce(i.delay_ms, $7::integer),
            leased_until = NULL, lease_token = NULL
       FROM input AS i
      WHERE e.id = i.id AND i.outcome = 'release'

@@ -31,6 +31,7 @@ struct obx_config {
     const char *log_level; /* debug | info | warn | error */
     const char *name;
     const char *test_crash_on_event_type;
+    const char *consumer_name;
     long max_attempts;
     long lease_seconds;
     long ledger_lease_seconds;
@@ -49,6 +50,9 @@ struct obx_config {
     long stream_max_bytes;
     long duplicate_window_seconds;
     long max_envelope_bytes;
+    long ack_wait_seconds;
+    long max_deliver;
+    long handler_timeout_seconds;
 };
 
 enum obx_setting_type { OBX_SETTING_STR, OBX_SETTING_INT, OBX_SETTING_CHOICE };

@@ -122,3 +122,69 @@ obx_subject_build(const char *prefix, const char *aggregate_type, const char *ev
     }
     return status;
 }
+
+/* Length of the token starting at `s` (up to '.' or the end). */
+static size_t
+token_len(const char *s)
+{
+    size_t n = 0;
+
+    while (s[n] != '\0' && s[n] != '.') {
+        n++;
+    }
+    return n;
+}
+
+int
+obx_subject_matches(const char *filter, const char *subject)
+{
+    for (;;) {
+        size_t flen = token_len(filter), slen = token_len(subject);
+
+        if (flen == 1 && filter[0] == '>' && filter[1] == '\0') {
+            return slen > 0; /* one or more tokens left */
+        }
+        if (slen == 0 || flen == 0) {
+            return 0;
+        }
+        if (!(flen == 1 && filter[0] == '*') &&
+            (flen != slen || strncmp(filter, subject, flen) != 0)) {
+            return 0;
+        }
+        filter += flen;
+        subject += slen;
+        if (*filter == '\0' || *subject == '\0') {
+            return *filter == '\0' && *subject == '\0';
+        }
+        filter++;
+        subject++;
+    }
+}
+
+outbox_status
+obx_subject_filter_check(const char *filter, outbox_error *err)
+{
+    char quoted[160];
+    const char *p = filter;
+    int ok = filter != NULL && filter[0] != '\0' && strlen(filter) <= 255;
+
+    while (ok && *p != '\0') {
+        size_t n = token_len(p);
+        int wildcard = n == 1 && (p[0] == '*' || (p[0] == '>' && p[1] == '\0'));
+
+        ok = wildcard || obx_token_valid(p, n);
+        p += n;
+        if (ok && *p == '.') {
+            p++;
+            ok = *p != '\0'; /* a trailing dot leaves an empty token */
+        }
+    }
+    if (!ok) {
+        obx_quote_for_message(filter ? filter : "", quoted, sizeof(quoted));
+        return obx_fail(err, OUTBOX_EINVAL,
+                        "subject filter %s must be tokens of [A-Za-z0-9_-], * or a final >, "
+                        "joined by dots",
+                        quoted);
+    }
+    return OUTBOX_OK;
+}

@@ -35,4 +35,14 @@ outbox_status obx_subject_prefix_check(const char *prefix, outbox_error *err);
 outbox_status obx_subject_build(const char *prefix, const char *aggregate_type,
                                 const char *event_type, char *out, outbox_error *err);
 
+/*
+ * True if `subject` matches `filter` the way NATS matches subscriptions:
+ * tokens split on '.', `*` matches exactly one token, `>` (last token
+ * only) one or more. A filter that is not well formed matches nothing.
+ */
+int obx_subject_matches(const char *filter, const char *subject);
+
+/* Checks a handler's subject filter (tokens, `*`, a final `>`). */
+outbox_status obx_subject_filter_check(const char *filter, outbox_error *err);
+
 #endif

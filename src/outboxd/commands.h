@@ -9,6 +9,7 @@
 #include "settings.h"
 
 int obx_cmd_relay(const struct obx_config *cfg);
+int obx_cmd_consume(const struct obx_config *cfg, int argc, char **argv);
 
 /* Copies the relay part of the configuration into `opts` (no allocation). */
 void obx_relay_options_from_config(const struct obx_config *cfg, void *opts);

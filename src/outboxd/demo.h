@@ -37,12 +37,23 @@ long long obx_demo_writers_join(struct obx_demo_writers *w);
 /* Creates the demo's business table. Returns 0, or -1 with a message printed. */
 int obx_demo_prepare_db(const char *database_url, const char *schema);
 
-/*
- * Row counts the progress line shows: done, waiting (pending or leased),
- * dead + invalid. `counts_sql` is demo_counts.sql rendered for the schema.
- */
-int obx_demo_counts(void *conn, const char *counts_sql, long long *done, long long *waiting,
-                    long long *stuck);
+/* What the progress line shows (see sql/queries/demo_counts.sql). */
+struct obx_demo_counts {
+    long long done, waiting, stuck; /* outbox rows of the committed events */
+    long long handled;              /* handler runs the projection counted */
+    long long ledger_done;          /* events the ledger marked handled */
+};
+
+/* `counts_sql` is demo_counts.sql rendered for the schema. 0, or -1. */
+int obx_demo_counts(void *conn, const char *counts_sql, struct obx_demo_counts *out);
+
+/* The consumers' handler: a projection of reviews per movie, in the ledger transaction. */
+#define OBX_DEMO_HANDLER                                                            \
+    "movie_stats@*.movie.review.logged=sql:"                                        \
+    "INSERT INTO demo_movie_stats (movie_id, reviews, stars) "                      \
+    "VALUES (($1->>'aggregate_id')::uuid, 1, ($1->'payload'->>'stars')::int) "      \
+    "ON CONFLICT (movie_id) DO UPDATE SET reviews = demo_movie_stats.reviews + 1, " \
+    "stars = demo_movie_stats.stars + excluded.stars"
 
 int obx_cmd_demo(const struct obx_config *cfg, int argc, char **argv, const char *self);
 

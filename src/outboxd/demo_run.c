@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * demo_run.c - the demo's run: relays, writers, the live line, a relay
- * killed with SIGKILL while it holds leases and restarted later, then an
- * audit that reads the stream back and compares it with what committed.
+ * demo_run.c - the demo's run: relays and consumers as real processes,
+ * writers, the live line, one relay and one consumer killed with SIGKILL
+ * mid-flight and restarted, then an audit that reads the stream back and
+ * compares it, and the consumers' projection, with what committed.
  */
 #include "demo_run.h"
 
@@ -13,24 +14,28 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "demo_relays.h"
+#include "demo_procs.h"
 #include "sql.h"
 #include "sql_gen.h"
 #include "stream_audit.h"
 
 #include "banned.h" /* last: poisons unsafe functions */
 
+enum { CONSUMERS = 2, MAX_PROCS = OBX_DEMO_MAX_RELAYS + CONSUMERS };
+
 struct run {
     const struct obx_config *cfg;
     const struct obx_demo_options *o;
-    struct obx_demo_relay relays[OBX_DEMO_MAX_RELAYS];
+    struct obx_demo_proc procs[MAX_PROCS]; /* relays first, then consumers */
+    int proc_count;
     char log_dir[64];
     PGconn *conn;
     char *counts_sql;
     char *audit_sql;
     int tty;
     double start;
-    long long committed, done, waiting, stuck, in_stream;
+    long long committed, in_stream;
+    struct obx_demo_counts n;
 };
 
 struct audit {
@@ -46,18 +51,25 @@ now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+static int
+up(const struct run *r, const char *command)
+{
+    int n = 0;
+
+    for (int i = 0; i < r->proc_count; i++) {
+        n += r->procs[i].pid > 0 && strcmp(r->procs[i].command, command) == 0;
+    }
+    return n;
+}
+
 static void
 progress(struct run *r, int final)
 {
-    int up = 0;
-
-    for (int i = 0; i < r->o->relays; i++) {
-        up += r->relays[i].pid > 0;
-    }
-    printf("%s%5.1fs  written %7lld  published %7lld  in stream %7lld  waiting %6lld  "
-           "relays up %d/%d%s",
-           r->tty ? "\r" : "", now_s() - r->start, r->committed, r->done, r->in_stream, r->waiting,
-           up, r->o->relays, r->tty && !final ? "" : "\n");
+    printf("%s%5.1fs  written %7lld  published %7lld  in stream %7lld  handled %7lld  "
+           "waiting %6lld  relays %d/%d  consumers %d/%d%s",
+           r->tty ? "\r" : "", now_s() - r->start, r->committed, r->n.done, r->in_stream,
+           r->n.handled, r->n.waiting, up(r, "relay"), r->o->relays, up(r, "consume"), CONSUMERS,
+           r->tty && !final ? "" : "\n");
     fflush(stdout);
 }
 
@@ -68,24 +80,20 @@ note(struct run *r, const char *text)
     printf("%s%s\n", r->tty ? "\r\033[K" : "", text);
 }
 
-/* SIGKILL one replica a third of the way in, restart it past the middle. */
+/* Kill `p` at `kill_at` of the run, restart it at `back_at`; `*step` tracks where it is. */
 static void
-chaos(struct run *r, double elapsed, int *step)
+kill_and_restart(struct run *r, struct obx_demo_proc *p, double at, int *step, const char *why)
 {
-    struct obx_demo_relay *victim = &r->relays[r->o->relays > 1 ? 1 : 0];
-    char text[160];
+    char text[200];
 
-    if (*step == 0 && elapsed >= r->o->seconds * 0.35) {
-        obx_demo_relay_kill(victim, SIGKILL);
-        snprintf(text, sizeof(text),
-                 "  ! %s killed with SIGKILL while holding leases: the others take its rows "
-                 "when the leases run out",
-                 victim->name);
+    if (*step == 0 && at >= 0) {
+        obx_demo_proc_kill(p, SIGKILL);
+        snprintf(text, sizeof(text), "  ! %s killed with SIGKILL: %s", p->name, why);
         note(r, text);
         *step = 1;
-    } else if (*step == 1 && elapsed >= r->o->seconds * 0.6) {
-        if (obx_demo_relay_start(victim, r->cfg, r->o->self, r->log_dir, r->o->relays > 1) == 0) {
-            snprintf(text, sizeof(text), "  + %s restarted", victim->name);
+    } else if (*step == 1 && at < 0) {
+        if (obx_demo_proc_start(p, r->cfg, r->o->self, r->log_dir) == 0) {
+            snprintf(text, sizeof(text), "  + %s restarted", p->name);
             note(r, text);
         }
         *step = 2;
@@ -93,36 +101,49 @@ chaos(struct run *r, double elapsed, int *step)
 }
 
 static void
-sample(struct run *r, struct obx_demo_writers *w, int with_stream)
+chaos(struct run *r, double elapsed, int steps[2])
 {
-    char subjects[64];
+    double t = elapsed / r->o->seconds;
+    struct obx_demo_proc *relay = &r->procs[r->o->relays > 1 ? 1 : 0];
+    struct obx_demo_proc *consumer = &r->procs[r->o->relays + 1];
 
-    r->committed = obx_demo_writers_committed(w);
-    obx_demo_counts(r->conn, r->counts_sql, &r->done, &r->waiting, &r->stuck);
-    if (with_stream) {
-        snprintf(subjects, sizeof(subjects), "%s", r->cfg->stream);
-        r->in_stream = obx_stream_message_count(r->cfg->nats_url, subjects);
+    if ((steps[0] == 0 && t >= 0.3) || (steps[0] == 1 && t >= 0.55)) {
+        kill_and_restart(r, relay, steps[0] == 0 ? 0 : -1, &steps[0],
+                         "the others take its rows when its leases run out");
+    }
+    if ((steps[1] == 0 && t >= 0.45) || (steps[1] == 1 && t >= 0.7)) {
+        kill_and_restart(r, consumer, steps[1] == 0 ? 0 : -1, &steps[1],
+                         "its unfinished transaction rolls back, claim and effects together");
     }
 }
 
-/* Writers until done, then until the relays have drained (at most a minute). */
+static void
+sample(struct run *r, struct obx_demo_writers *w, int with_stream)
+{
+    r->committed = obx_demo_writers_committed(w);
+    obx_demo_counts(r->conn, r->counts_sql, &r->n);
+    if (with_stream) {
+        r->in_stream = obx_stream_message_count(r->cfg->nats_url, r->cfg->stream);
+    }
+}
+
+/* Writers until done, then until relays and consumers have caught up (at most a minute). */
 static void
 watch(struct run *r, struct obx_demo_writers *w)
 {
-    int step = 0, tick = 0;
+    int steps[2] = {0, 0}, tick = 0;
     double drain_deadline = 0;
 
     for (;; tick++) {
-        double elapsed = now_s() - r->start;
-
         sample(r, w, tick % 4 == 0);
         if (r->tty || tick % 8 == 0) { /* a log file gets a line every 2 s, not 4 per second */
             progress(r, 0);
         }
-        chaos(r, elapsed, &step);
+        chaos(r, now_s() - r->start, steps);
         if (obx_demo_writers_done(w)) {
             drain_deadline = drain_deadline > 0 ? drain_deadline : now_s() + 60;
-            if ((r->waiting == 0 && r->committed == r->done + r->stuck) ||
+            if ((r->n.waiting == 0 && r->committed == r->n.done + r->n.stuck &&
+                 r->n.ledger_done >= r->n.done) ||
                 now_s() > drain_deadline) {
                 break;
             }
@@ -175,16 +196,38 @@ audit_stream(struct run *r, struct audit *a)
 static void
 summary(const struct run *r, const struct audit *a)
 {
-    printf("\nsummary (read back from stream %s, compared with the committed business rows)\n",
-           r->cfg->stream);
+    long long effect_dups = r->n.handled - r->n.ledger_done;
+
+    printf("\nsummary (the stream read back, the projection and the ledger, against the "
+           "committed business rows)\n");
     printf("  events written (committed with their reviews)  %8lld\n", a->committed);
     printf("  published (acked by JetStream, rows done)      %8lld\n", a->published);
     printf("  messages in the stream                         %8lld\n", a->stream_msgs);
     printf("  duplicates in the stream                       %8lld\n", a->duplicates);
+    printf("  handled by the consumers                       %8lld\n", r->n.ledger_done);
+    printf("  handler effects duplicated                     %8lld\n", effect_dups);
     printf("  quarantined (dead or invalid)                  %8lld\n", a->quarantined);
     printf("  lost                                           %8lld\n", a->lost);
     printf("  published without a commit                     %8lld\n", a->phantom);
-    printf("relay logs: %s/\n", r->log_dir);
+    printf("logs: %s/\n", r->log_dir);
+}
+
+static int
+start_procs(struct run *r)
+{
+    for (int i = 0; i < r->o->relays + CONSUMERS; i++) {
+        struct obx_demo_proc *p = &r->procs[r->proc_count++];
+        int relay = i < r->o->relays;
+
+        snprintf(p->name, sizeof(p->name), "%s-%d", relay ? "relay" : "consumer",
+                 relay ? i + 1 : i - r->o->relays + 1);
+        p->command = relay ? "relay" : "consume";
+        p->handler = relay ? NULL : OBX_DEMO_HANDLER;
+        if (obx_demo_proc_start(p, r->cfg, r->o->self, r->log_dir) != 0) {
+            return -1;
+        }
+    }
+    return 0;
 }
 
 static int
@@ -205,19 +248,14 @@ prepare_run(struct run *r)
         fprintf(stderr, "outboxd demo: cannot connect to the database\n");
         return -1;
     }
-    for (int i = 0; i < r->o->relays; i++) {
-        if (obx_demo_relay_start(&r->relays[i], r->cfg, r->o->self, r->log_dir, i) != 0) {
-            return -1;
-        }
-    }
-    return 0;
+    return start_procs(r);
 }
 
 static void
 finish_run(struct run *r)
 {
-    for (int i = 0; i < r->o->relays; i++) {
-        obx_demo_relay_stop(&r->relays[i], (int)r->cfg->drain_timeout_seconds * 1000 + 2000);
+    for (int i = 0; i < r->proc_count; i++) {
+        obx_demo_proc_stop(&r->procs[i], (int)r->cfg->drain_timeout_seconds * 1000 + 2000);
     }
     PQfinish(r->conn);
     free(r->counts_sql);
@@ -232,9 +270,9 @@ obx_demo_run(const struct obx_config *cfg, const struct obx_demo_options *o)
     struct audit a;
     int code = 1;
 
-    printf("pgoutbox demo: %d writers at %d events/s for %.0f s -> %d relay replicas -> "
-           "JetStream stream %s (%s.>)\n",
-           o->writers, o->rate, o->seconds, o->relays, cfg->stream, cfg->subject_prefix);
+    printf("pgoutbox demo: %d writers at %d events/s for %.0f s -> %d relays -> JetStream "
+           "stream %s (%s.>) -> %d consumers (a sql handler keeping a projection)\n",
+           o->writers, o->rate, o->seconds, o->relays, cfg->stream, cfg->subject_prefix, CONSUMERS);
     if (prepare_run(&r) == 0 &&
         (w = obx_demo_writers_start(cfg->database_url, o->writers, o->rate, o->seconds)) != NULL) {
         r.start = now_s();
@@ -244,7 +282,10 @@ obx_demo_run(const struct obx_config *cfg, const struct obx_demo_options *o)
         }
         if (audit_stream(&r, &a) == 0) {
             summary(&r, &a);
-            code = a.lost == 0 && a.phantom == 0 ? 0 : 1;
+            code = a.lost == 0 && a.phantom == 0 && r.n.handled == r.n.ledger_done &&
+                           r.n.ledger_done == a.committed - a.quarantined
+                       ? 0
+                       : 1;
         }
     }
     finish_run(&r);

@@ -62,8 +62,9 @@ write_review(PGconn *conn)
 
     uuid_generate_random(u);
     uuid_unparse_lower(u, review_id);
-    uuid_generate_random(u);
-    uuid_unparse_lower(u, movie_id);
+    /* Fifty movies, so the consumers' projection aggregates. */
+    snprintf(movie_id, sizeof(movie_id), "00000000-0000-4000-8000-0000000000%02u",
+             (unsigned)rand() % 50u);
     snprintf(stars, sizeof(stars), "%d", 1 + rand() % 5);
     snprintf(payload, sizeof(payload), "{\"review_id\":\"%s\",\"stars\":%s}", review_id, stars);
     params[3] = outbox_event_id(ev);
@@ -167,7 +168,11 @@ obx_demo_prepare_db(const char *database_url, const char *schema)
                      "movie_id uuid NOT NULL, stars integer NOT NULL, body text, "
                      "event_id uuid NOT NULL UNIQUE)",
                      0, NULL) &&
-             exec_ok(conn, "TRUNCATE demo_reviews", 0, NULL);
+             exec_ok(conn,
+                     "CREATE TABLE IF NOT EXISTS demo_movie_stats (movie_id uuid PRIMARY KEY, "
+                     "reviews bigint NOT NULL, stars bigint NOT NULL)",
+                     0, NULL) &&
+             exec_ok(conn, "TRUNCATE demo_reviews, demo_movie_stats", 0, NULL);
 
     if (!ok) {
         fprintf(stderr, "outboxd demo: cannot prepare the database: %s\n",
@@ -178,17 +183,18 @@ obx_demo_prepare_db(const char *database_url, const char *schema)
 }
 
 int
-obx_demo_counts(void *conn_arg, const char *counts_sql, long long *done, long long *waiting,
-                long long *stuck)
+obx_demo_counts(void *conn_arg, const char *counts_sql, struct obx_demo_counts *out)
 {
     PGconn *conn = conn_arg;
     PGresult *res = PQexec(conn, counts_sql);
     int ok = PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1;
 
     if (ok) {
-        *done = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
-        *waiting = strtoll(PQgetvalue(res, 0, 1), NULL, 10);
-        *stuck = strtoll(PQgetvalue(res, 0, 2), NULL, 10);
+        out->done = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+        out->waiting = strtoll(PQgetvalue(res, 0, 1), NULL, 10);
+        out->stuck = strtoll(PQgetvalue(res, 0, 2), NULL, 10);
+        out->handled = strtoll(PQgetvalue(res, 0, 3), NULL, 10);
+        out->ledger_done = strtoll(PQgetvalue(res, 0, 4), NULL, 10);
     }
     PQclear(res);
     return ok ? 0 : -1;

@@ -21,6 +21,12 @@ usage(FILE *out)
           "\n"
           "commands:\n"
           "  relay     publish the outbox to NATS (run as many replicas as you like)\n"
+          "  consume   run declared handlers once per event (repeat --handler):\n"
+          "            --handler 'NAME[@SUBJECT_FILTER]=sql:STATEMENT'  ($1 = envelope jsonb,\n"
+          "                       in the ledger transaction: exactly-once database effects)\n"
+          "            --handler 'NAME[@SUBJECT_FILTER]=exec:COMMAND'   (envelope on stdin;\n"
+          "                       exit 0 done, 75 retry later, else failed)\n"
+          "            or OUTBOX_HANDLER_1, OUTBOX_HANDLER_2, ... holding the same\n"
           "  demo      writers -> relays -> JetStream on throwaway servers, with a live line\n"
           "            [--seconds S] [--rate EVENTS_PER_S] [--writers N] [--relays N]\n"
           "\n",
@@ -54,6 +60,9 @@ main(int argc, char **argv)
     obx_logsink_install(cfg.log_level);
     if (strcmp(argv[1], "demo") == 0) {
         return obx_cmd_demo(&cfg, rest - 1, argv + 2, "/proc/self/exe");
+    }
+    if (strcmp(argv[1], "consume") == 0) {
+        return obx_cmd_consume(&cfg, rest - 1, argv + 2);
     }
     if (strcmp(argv[1], "relay") == 0 && rest == 1) {
         return obx_cmd_relay(&cfg);

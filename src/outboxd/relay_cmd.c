@@ -115,7 +115,8 @@ int
 obx_cmd_relay(const struct obx_config *cfg)
 {
     outbox_relay_options opts;
-    outbox_relay *relay = NULL;
+    /* Static: after an abandoned drain the relay thread still uses it until exit. */
+    static outbox_relay *relay;
     struct obx_http *http = NULL;
     struct obx_daemon_job job;
     outbox_error err;

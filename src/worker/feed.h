@@ -20,11 +20,12 @@
 
 /* One delivered event. Strings are borrowed until the batch is finished. */
 struct obx_feed_msg {
-    const char *event_id;  /* Nats-Msg-Id, or the outbox row id */
+    const char *event_id;  /* Nats-Msg-Id, or the outbox row id; "" if the message has none */
     const char *subject;   /* {prefix}.{aggregate_type}.{event_type} */
-    const char *envelope;  /* the envelope JSON */
+    const char *envelope;  /* the envelope JSON (JetStream: the body as sent, maybe not JSON) */
     size_t envelope_len;
-    long long deliveries;  /* how many times the feed delivered it (1 = first) */
+    long long deliveries;  /* how many times the feed delivered it (1 = first); DB feed:
+                            * 1 + leases of the row that ran out (NAKs do not count) */
 };
 
 struct obx_feed_batch {
@@ -44,7 +45,8 @@ struct obx_feed;
 struct obx_feed_ops {
     /*
      * Waits up to `timeout_ms` for up to `max` messages. An empty batch is
-     * not an error. OUTBOX_EUNAVAILABLE while the server is away.
+     * not an error. OUTBOX_EUNAVAILABLE while the server is away; both feeds
+     * reconnect by themselves on a later call, so the feed can be kept.
      */
     outbox_status (*fetch)(struct obx_feed *feed, size_t max, int timeout_ms,
                            struct obx_feed_batch *out, outbox_error *err);
@@ -65,7 +67,8 @@ struct obx_feed_ops {
     /* Frees the batch (after settle, or instead of it on shutdown). */
     void (*batch_fini)(struct obx_feed *feed, struct obx_feed_batch *batch);
 
-    /* Closes the feed; safe on a half-open one. */
+    /* Closes the feed; safe on a half-open one. Finish every batch first
+     * (batch_fini): its messages still use the feed's connection. */
     void (*close)(struct obx_feed *feed);
 };
 
@@ -86,20 +89,26 @@ struct obx_feed_options {
     const char *consumer_name;     /* JetStream durable consumer, shared by replicas */
     int ack_wait_seconds;          /* JetStream consumer ack_wait */
     long long max_deliver;         /* JetStream safety net; -1: unlimited */
-    int max_ack_pending;           /* JetStream; sized for batch x replicas */
+    int max_ack_pending;           /* JetStream; sized for batch x replicas; -1: unlimited */
     const char *name;              /* replica name for logs */
     const char *creds_file;        /* NATS credentials, NULL: none */
     const char *tls_ca_file;
     const char *tls_cert_file;
     const char *tls_key_file;
+    long long stream_max_age_seconds; /* JetStream: max_age if the feed creates the stream;
+                                       * <= 0: the relay's default, 7 days */
 };
 
 /*
  * Opens the JetStream feed: connects, creates the stream if missing (the
- * relay's settings), creates or updates the durable consumer (only
- * ack_wait and max_deliver are changed in place; if the server refuses,
- * the `nats consumer edit` command is logged and the feed runs anyway).
- * OUTBOX_EUNAVAILABLE while NATS is down.
+ * relay's settings; an existing stream is only checked, never updated),
+ * creates or updates the durable consumer (only ack_wait and max_deliver
+ * are changed in place; if the server refuses, the `nats consumer edit`
+ * command is logged and the feed runs anyway; a lower max_ack_pending is
+ * only logged). OUTBOX_EUNAVAILABLE while NATS is down, OUTBOX_EINVAL for
+ * bad options or a push consumer of that name. Once open, the feed
+ * reconnects by itself and checks stream and consumer again after every
+ * reconnect; nothing is sent while disconnected (OUTBOX_EUNAVAILABLE).
  */
 outbox_status obx_feed_nats_open(const struct obx_feed_options *opts, struct obx_feed **out,
                                  outbox_error *err);
@@ -107,8 +116,11 @@ outbox_status obx_feed_nats_open(const struct obx_feed_options *opts, struct obx
 /*
  * Opens the DB feed: leases outbox rows like the relay (ACK finishes the
  * row as done, NAK releases it with the delay, TERM finishes it too: its
- * dead letter is in dead_letters). OUTBOX_EUNAVAILABLE while the database
- * is down.
+ * dead letter is in dead_letters). in_progress extends the row's lease.
+ * A row the relay would quarantine (bad envelope, unroutable subject) is
+ * never delivered: it is set invalid with the reason by the finish of the
+ * batch it was leased with. OUTBOX_EUNAVAILABLE while the database is
+ * down; the feed reconnects on the next call.
  */
 outbox_status obx_feed_db_open(const struct obx_feed_options *opts, struct obx_feed **out,
                                outbox_error *err);

@@ -22,6 +22,8 @@
 
 #include <stddef.h>
 
+#include <libpq-fe.h>
+
 #include "outbox/outbox.h"
 #include "store.h"
 
@@ -135,6 +137,13 @@ outbox_status obx_ledger_release(struct obx_ledger *ledger, const char *handler,
  */
 outbox_status obx_ledger_run_sql(struct obx_ledger *ledger, const char *statement,
                                  const char *envelope, outbox_error *err);
+
+/*
+ * The ledger's connection, for a transactional handler to write through
+ * inside the ledger's transaction; NULL while disconnected. Borrowed: the
+ * handler must not begin, commit, roll back or close it.
+ */
+PGconn *obx_ledger_connection(struct obx_ledger *ledger);
 
 /* Deletes up to `limit` ledger rows finished more than `retention_seconds` ago. */
 outbox_status obx_ledger_prune(struct obx_ledger *ledger, long long retention_seconds, int limit,

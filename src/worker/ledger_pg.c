@@ -354,3 +354,9 @@ obx_ledger_prune(struct obx_ledger *ledger, long long retention_seconds, int lim
     PQclear(res);
     return status;
 }
+
+PGconn *
+obx_ledger_connection(struct obx_ledger *ledger)
+{
+    return ledger->conn;
+}

@@ -11,13 +11,12 @@
 
 #include "bus.h"
 #include "outbox/worker.h"
+#include "owned_strings.h"
 #include "store.h"
-
-enum { OBX_RELAY_OWNED_STRINGS = 16 };
 
 struct outbox_relay {
     outbox_relay_options opts;            /* strings borrow from `owned` */
-    char *owned[OBX_RELAY_OWNED_STRINGS]; /* owned copies of the option strings */
+    struct obx_owned_strings owned;       /* copies of the option strings */
     char default_name[96];                /* host-pid when no name was given */
     volatile sig_atomic_t stop_requested; /* set by outbox_relay_stop() */
     pthread_mutex_t stats_lock;

@@ -8,9 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "error.h"
+#include "owned_strings.h"
 #include "relay_internal.h"
 #include "sql.h"
 #include "subject.h"
@@ -120,59 +120,28 @@ check_options(const outbox_relay_options *o, outbox_error *err)
     return st == OUTBOX_OK ? check_numbers(o, err) : st;
 }
 
-/* Points `*slot` at an owned copy of itself (NULL stays NULL). */
-static int
-own_string(struct outbox_relay *relay, const char **slot, int *used)
-{
-    char *copy;
-
-    if (*slot == NULL) {
-        return 1;
-    }
-    copy = strdup(*slot);
-    if (copy == NULL || *used >= OBX_RELAY_OWNED_STRINGS) {
-        free(copy);
-        return 0;
-    }
-    relay->owned[(*used)++] = copy;
-    *slot = copy;
-    return 1;
-}
-
 outbox_status
 obx_relay_options_adopt(struct outbox_relay *relay, const outbox_relay_options *opts,
                         outbox_error *err)
 {
     outbox_relay_options *o = &relay->opts;
-    const char **strings[] = {&o->database_url,
-                              &o->schema,
-                              &o->nats_url,
-                              &o->stream,
-                              &o->subject_prefix,
-                              &o->ce_source,
-                              &o->name,
-                              &o->nats_creds_file,
-                              &o->nats_tls_ca_file,
-                              &o->nats_tls_cert_file,
-                              &o->nats_tls_key_file,
-                              &o->crash_on_event_type};
-    int used = 0;
+    const char **const strings[] = {
+        &o->database_url,      &o->schema,           &o->nats_url,           &o->stream,
+        &o->subject_prefix,    &o->ce_source,        &o->name,               &o->nats_creds_file,
+        &o->nats_tls_ca_file,  &o->nats_tls_cert_file, &o->nats_tls_key_file,
+        &o->crash_on_event_type};
     outbox_status st = check_options(opts, err);
 
     if (st != OUTBOX_OK) {
         return st;
     }
     *o = *opts;
-    for (size_t i = 0; i < sizeof(strings) / sizeof(strings[0]); i++) {
-        if (!own_string(relay, strings[i], &used)) {
-            return obx_fail(err, OUTBOX_ENOMEM, "relay options: out of memory");
-        }
+    if (obx_owned_strings_adopt(&relay->owned, strings, sizeof(strings) / sizeof(strings[0])) !=
+        0) {
+        return obx_fail(err, OUTBOX_ENOMEM, "relay options: out of memory");
     }
     if (o->name == NULL) {
-        char host[64] = "host";
-
-        gethostname(host, sizeof(host) - 1);
-        snprintf(relay->default_name, sizeof(relay->default_name), "%s-%ld", host, (long)getpid());
+        obx_default_replica_name(relay->default_name, sizeof(relay->default_name));
         o->name = relay->default_name;
     }
     return OUTBOX_OK;
@@ -181,8 +150,5 @@ obx_relay_options_adopt(struct outbox_relay *relay, const outbox_relay_options *
 void
 obx_relay_options_release(struct outbox_relay *relay)
 {
-    for (int i = 0; i < OBX_RELAY_OWNED_STRINGS; i++) {
-        free(relay->owned[i]);
-        relay->owned[i] = NULL;
-    }
+    obx_owned_strings_fini(&relay->owned);
 }

@@ -62,6 +62,8 @@ void obx_lease_fini(struct obx_lease *lease);
 const char *obx_lease_id(const struct obx_lease *lease, size_t i);
 const char *obx_lease_envelope(const struct obx_lease *lease, size_t i, size_t *len);
 int obx_lease_attempts(const struct obx_lease *lease, size_t i);
+/* Leases of this row that ran out before this one (0 on a first lease). */
+int obx_lease_expiries(const struct obx_lease *lease, size_t i);
 
 enum obx_row_outcome {
     OBX_ROW_DONE,    /* published: prune or mark done */
@@ -78,6 +80,10 @@ struct obx_finish_options {
     int release_delay_ms; /* how long released rows wait before they are due again */
     int backoff_base_ms;  /* retry delay after the first failure (OBX_BACKOFF_BASE_MS) */
     int backoff_cap_ms;   /* longest retry delay before jitter (OBX_BACKOFF_CAP_MS) */
+    /* NULL: every released row waits release_delay_ms. Otherwise one delay per
+     * leased row, used by its RELEASE outcome (the DB feed's NAKs); cut to
+     * 0..ten years. */
+    const long long *release_delays_ms;
 };
 
 struct obx_finish_counts {
@@ -95,6 +101,14 @@ outbox_status obx_store_finish(struct obx_store *store, const struct obx_lease *
                                const enum obx_row_outcome *outcomes, const char *const *reasons,
                                const struct obx_finish_options *opts,
                                struct obx_finish_counts *counts, outbox_error *err);
+
+/*
+ * Extends the lease of row `i` to `lease_seconds` from now (database
+ * time), for work that outlasts the lease. OUTBOX_ECONFLICT when the row
+ * is no longer held by this lease (it ran out and was leased again).
+ */
+outbox_status obx_store_extend(struct obx_store *store, const struct obx_lease *lease, size_t i,
+                               int lease_seconds, outbox_error *err);
 
 /* Deletes up to `limit` done rows published more than `retention_seconds` ago. */
 outbox_status obx_store_prune_done(struct obx_store *store, int retention_seconds, int limit,

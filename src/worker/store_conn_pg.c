@@ -34,6 +34,7 @@ static const char *const sql_templates[OBX_STORE_SQL_COUNT] = {
     [OBX_STORE_PRUNE] = obx_sql_prune_done,
     [OBX_STORE_LISTEN] = obx_sql_listen_wakeup,
     [OBX_STORE_SESSION] = obx_sql_store_session,
+    [OBX_STORE_EXTEND] = obx_sql_lease_extend,
 };
 
 static outbox_status

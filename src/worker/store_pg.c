@@ -28,7 +28,11 @@
 #define REASON_MAX_BYTES 1024
 
 /* Column order of lease_batch.sql. */
-enum { LEASE_ID, LEASE_ENVELOPE, LEASE_ATTEMPTS, LEASE_TOKEN, LEASE_QUARANTINED };
+enum { LEASE_ID, LEASE_ENVELOPE, LEASE_ATTEMPTS, LEASE_TOKEN, LEASE_QUARANTINED, LEASE_EXPIRIES };
+
+/* Per-row release delays beyond this are cut: ten years is "never" in practice, and
+ * a larger one would overflow the interval and fail the whole batch's finish. */
+#define RELEASE_DELAY_MAX_MS 315360000000LL
 
 /* Leased rows come first; the quarantined ones after them are only logged. */
 static void
@@ -121,6 +125,13 @@ obx_lease_attempts(const struct obx_lease *lease, size_t i)
     return (int)strtol(PQgetvalue(lease->rows, (int)i, LEASE_ATTEMPTS), NULL, 10);
 }
 
+int
+obx_lease_expiries(const struct obx_lease *lease, size_t i)
+{
+    assert(i < lease->count);
+    return (int)strtol(PQgetvalue(lease->rows, (int)i, LEASE_EXPIRIES), NULL, 10);
+}
+
 /* One finish call's input, so the helpers below take one argument for it. */
 struct finish_call {
     const struct obx_lease *lease;
@@ -177,10 +188,29 @@ append_reason(struct obx_buf *b, const char *reason)
     obx_buf_append(b, "\"", 1);
 }
 
-/* `{a,b,...}` literals of the lease's ids, and of outcomes and reasons when asked. */
+/* `{d,d,...}` of the per-row release delays, clamped to 0..RELEASE_DELAY_MAX_MS. */
+static void
+build_delays(const struct finish_call *call, struct obx_buf *delays)
+{
+    size_t count = call->lease->count;
+
+    obx_buf_append_str(delays, "{");
+    for (size_t i = 0; i < count; i++) {
+        long long d = call->opts->release_delays_ms[i];
+
+        d = d < 0 ? 0 : d > RELEASE_DELAY_MAX_MS ? RELEASE_DELAY_MAX_MS : d;
+        obx_buf_appendf(delays, "%lld%s", d, i + 1 < count ? "," : "");
+    }
+    obx_buf_append_str(delays, "}");
+}
+
+/*
+ * `{a,b,...}` literals of the lease's ids, outcomes and reasons, and of the
+ * per-row release delays if there are any (else `delays` stays NULL).
+ */
 static void
 build_arrays(const struct finish_call *call, struct obx_buf *ids, struct obx_buf *outcomes,
-             struct obx_buf *reasons)
+             struct obx_buf *reasons, struct obx_buf *delays)
 {
     size_t count = call->lease->count;
 
@@ -203,6 +233,9 @@ build_arrays(const struct finish_call *call, struct obx_buf *ids, struct obx_buf
     obx_buf_append_str(ids, "}");
     obx_buf_append_str(outcomes, "}");
     obx_buf_append_str(reasons, "}");
+    if (call->opts->release_delays_ms != NULL) {
+        build_delays(call, delays);
+    }
 }
 
 /* The common case: every row published. A plain DELETE or UPDATE by id. */
@@ -227,7 +260,7 @@ finish_all_done(struct obx_store *store, const struct finish_call *call, const c
 }
 
 static outbox_status
-finish_mixed(struct obx_store *store, const struct finish_call *call, const char *const arrays[3],
+finish_mixed(struct obx_store *store, const struct finish_call *call, const char *const arrays[4],
              struct obx_finish_counts *counts, outbox_error *err)
 {
     const struct obx_finish_options *o = call->opts;
@@ -240,7 +273,8 @@ finish_mixed(struct obx_store *store, const struct finish_call *call, const char
                             max_text,
                             delay_text,
                             base_text,
-                            cap_text};
+                            cap_text,
+                            arrays[3]};
     size_t *fields[] = {&counts->done, &counts->retried, &counts->dead, &counts->released,
                         &counts->invalid};
     PGresult *res;
@@ -250,7 +284,7 @@ finish_mixed(struct obx_store *store, const struct finish_call *call, const char
     snprintf(delay_text, sizeof(delay_text), "%d", o->release_delay_ms);
     snprintf(base_text, sizeof(base_text), "%d", o->backoff_base_ms);
     snprintf(cap_text, sizeof(cap_text), "%d", o->backoff_cap_ms);
-    res = PQexecParams(store->conn, store->sql[OBX_STORE_FINISH_ROWS], 9, NULL, params, NULL, NULL,
+    res = PQexecParams(store->conn, store->sql[OBX_STORE_FINISH_ROWS], 10, NULL, params, NULL, NULL,
                        0);
     if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1) {
         status = obx_fail_pg(err, store->conn, res, "finish a batch");
@@ -298,7 +332,7 @@ obx_store_finish(struct obx_store *store, const struct obx_lease *lease,
 {
     struct finish_call call = {lease, outcomes, reasons, opts};
     struct obx_finish_counts got;
-    struct obx_buf ids, names, texts;
+    struct obx_buf ids, names, texts, delays;
     size_t done_rows = 0, applied;
     outbox_status status;
 
@@ -315,8 +349,10 @@ obx_store_finish(struct obx_store *store, const struct obx_lease *lease,
     obx_buf_init(&ids);
     obx_buf_init(&names);
     obx_buf_init(&texts);
-    build_arrays(&call, &ids, &names, &texts);
-    if (obx_buf_failed(&ids) || obx_buf_failed(&names) || obx_buf_failed(&texts)) {
+    obx_buf_init(&delays);
+    build_arrays(&call, &ids, &names, &texts, &delays);
+    if (obx_buf_failed(&ids) || obx_buf_failed(&names) || obx_buf_failed(&texts) ||
+        obx_buf_failed(&delays)) {
         status = obx_fail(err, OUTBOX_ENOMEM, "finish: out of memory");
         goto done;
     }
@@ -326,7 +362,7 @@ obx_store_finish(struct obx_store *store, const struct obx_lease *lease,
     if (done_rows == lease->count) {
         status = finish_all_done(store, &call, ids.data, &got, err);
     } else {
-        const char *const arrays[3] = {ids.data, names.data, texts.data};
+        const char *const arrays[4] = {ids.data, names.data, texts.data, delays.data};
 
         status = finish_mixed(store, &call, arrays, &got, err);
     }
@@ -336,9 +372,43 @@ obx_store_finish(struct obx_store *store, const struct obx_lease *lease,
         *counts = got;
     }
 done:
+    obx_buf_fini(&delays);
     obx_buf_fini(&texts);
     obx_buf_fini(&names);
     obx_buf_fini(&ids);
+    return status;
+}
+
+outbox_status
+obx_store_extend(struct obx_store *store, const struct obx_lease *lease, size_t i,
+                 int lease_seconds, outbox_error *err)
+{
+    char seconds_text[16];
+    const char *params[3];
+    PGresult *res;
+    outbox_status status;
+
+    obx_error_reset(err);
+    if (i >= lease->count || lease_seconds < 1) {
+        return obx_fail(err, OUTBOX_EINVAL, "extend: row %zu of %zu, lease_seconds %d must be >= 1",
+                        i, lease->count, lease_seconds);
+    }
+    status = obx_store_require_connection(store, err);
+    if (status != OUTBOX_OK) {
+        return status;
+    }
+    snprintf(seconds_text, sizeof(seconds_text), "%d", lease_seconds);
+    params[0] = lease->token;
+    params[1] = obx_lease_id(lease, i);
+    params[2] = seconds_text;
+    res = PQexecParams(store->conn, store->sql[OBX_STORE_EXTEND], 3, NULL, params, NULL, NULL, 0);
+    if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+        status = obx_fail_pg(err, store->conn, res, "extend a lease");
+    } else if (strcmp(PQcmdTuples(res), "1") != 0) {
+        status = obx_fail(err, OUTBOX_ECONFLICT, "extend: the lease of event %s ran out",
+                          obx_lease_id(lease, i));
+    }
+    PQclear(res);
     return status;
 }
 

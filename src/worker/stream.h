@@ -24,6 +24,8 @@ struct obx_stream_options {
     int64_t max_age_seconds;          /* 7 days; 0: unlimited */
     int64_t max_bytes;                /* -1: unlimited */
     int64_t duplicate_window_seconds; /* 3600 */
+    int check_only;                   /* 0; 1: create if missing, never update (the consumers:
+                                       * the relay owns duplicate_window) */
 };
 
 void obx_stream_options_init(struct obx_stream_options *o);

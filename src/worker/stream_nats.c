@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * stream_nats.c - creates the relay's stream or reconciles an existing one.
+ * stream_nats.c - creates the relay's stream or reconciles an existing one
+ * (the JetStream feed shares it with check_only: create, never update).
  *
  * An existing stream is read and updated as raw JSON through the JetStream
  * API ($JS.API.STREAM.INFO / UPDATE) rather than through jsStreamConfig:
@@ -20,14 +21,15 @@
 #include "bus.h"
 #include "bus_nats.h"
 #include "error.h"
+#include "js_api_nats.h"
 #include "log.h"
 #include "nats_conn_nats.h"
+#include "stream_nats.h"
 #include "subject.h"
 
 #include "banned.h" /* last: poisons unsafe functions */
 
-#define API_TIMEOUT_MS   5000
-#define NANOS_PER_SECOND INT64_C(1000000000)
+#define NANOS_PER_SECOND OBX_NANOS_PER_SECOND
 #define ERR_NAME_IN_USE  10058
 #define ERR_NOT_FOUND    10059
 
@@ -39,6 +41,7 @@ obx_stream_options_init(struct obx_stream_options *o)
     o->max_age_seconds = 7 * 24 * 3600;
     o->max_bytes = -1;
     o->duplicate_window_seconds = 3600;
+    o->check_only = 0;
 }
 
 static outbox_status
@@ -67,65 +70,15 @@ check_options(const struct obx_stream_options *o, outbox_error *err)
     return OUTBOX_OK;
 }
 
-/* "1h", "90m", "45s", "1500ms": what `nats stream edit --dupe-window` accepts. */
-static void
-format_duration(int64_t ns, char *out, size_t cap)
-{
-    int64_t s = ns / NANOS_PER_SECOND;
-
-    if (ns % NANOS_PER_SECOND != 0) {
-        snprintf(out, cap, "%" PRId64 "ms", ns / 1000000);
-    } else if (s != 0 && s % 3600 == 0) {
-        snprintf(out, cap, "%" PRId64 "h", s / 3600);
-    } else if (s != 0 && s % 60 == 0) {
-        snprintf(out, cap, "%" PRId64 "m", s / 60);
-    } else {
-        snprintf(out, cap, "%" PRId64 "s", s);
-    }
-}
-
-/* The "error" object of a JetStream API reply: 1 and its code/text if there is one. */
-static int
-api_error(json_t *reply, int *code, const char **text)
-{
-    json_t *e = json_object_get(reply, "error");
-
-    if (!json_is_object(e)) {
-        return 0;
-    }
-    *code = (int)json_integer_value(json_object_get(e, "err_code"));
-    *text = json_string_value(json_object_get(e, "description"));
-    if (*text == NULL) {
-        *text = "";
-    }
-    return 1;
-}
-
-/* One JetStream API request; *reply is the parsed answer, owned by the caller. */
+/* One JetStream API request about a stream; *reply is the parsed answer, owned by the caller. */
 static outbox_status
 api_request(natsConnection *nc, const char *verb, const char *stream, const char *body,
             json_t **reply, outbox_error *err)
 {
     char subject[160];
-    natsMsg *msg = NULL;
-    json_t *parsed;
-    natsStatus ns;
 
     snprintf(subject, sizeof(subject), "$JS.API.STREAM.%s.%s", verb, stream);
-    ns = natsConnection_RequestString(&msg, nc, subject, body, API_TIMEOUT_MS);
-    if (ns != NATS_OK) {
-        /* No responders: JetStream is not enabled, or not up yet. */
-        return obx_nats_fail(err, ns, OUTBOX_EUNAVAILABLE, "asking jetstream about the stream");
-    }
-    parsed = json_loadb(natsMsg_GetData(msg), (size_t)natsMsg_GetDataLength(msg), 0, NULL);
-    natsMsg_Destroy(msg);
-    if (!json_is_object(parsed)) {
-        json_decref(parsed);
-        return obx_fail(err, OUTBOX_EUNAVAILABLE, "jetstream answered stream %s %s with no json",
-                        verb, stream);
-    }
-    *reply = parsed;
-    return OUTBOX_OK;
+    return obx_js_api_request(nc, subject, body, "asking jetstream about the stream", reply, err);
 }
 
 /* The stream's config object (owned), or NULL in *config when there is no such stream. */
@@ -141,7 +94,7 @@ fetch_config(natsConnection *nc, const char *name, json_t **config, outbox_error
         return st;
     }
     *config = NULL;
-    if (api_error(reply, &code, &text)) {
+    if (obx_js_api_error(reply, &code, &text)) {
         if (code != ERR_NOT_FOUND) {
             st = obx_fail(err, OUTBOX_EUNAVAILABLE, "reading stream %s: %s (err_code=%d)", name,
                           text, code);
@@ -259,8 +212,8 @@ update_duplicate_window(natsConnection *nc, const struct obx_stream_options *o, 
     int code;
     outbox_status st;
 
-    format_duration(want_ns, want, sizeof(want));
-    format_duration(have_ns, have, sizeof(have));
+    obx_js_format_duration(want_ns, want, sizeof(want));
+    obx_js_format_duration(have_ns, have, sizeof(have));
     json_object_set_new(config, "duplicate_window", json_integer(want_ns));
     body = json_dumps(config, JSON_COMPACT);
     if (body == NULL) {
@@ -271,7 +224,7 @@ update_duplicate_window(natsConnection *nc, const struct obx_stream_options *o, 
     if (st != OUTBOX_OK) {
         return st;
     }
-    if (api_error(reply, &code, &text)) {
+    if (obx_js_api_error(reply, &code, &text)) {
         obx_log(OUTBOX_LOG_WARN,
                 "stream settings differ and could not be updated stream=%s "
                 "field=duplicate_window want=%s have=%s reason=\"%s (err_code=%d)\" "
@@ -292,24 +245,23 @@ reconcile(natsConnection *nc, const struct obx_stream_options *o, json_t *config
     int64_t have_ns = json_is_integer(dw) ? (int64_t)json_integer_value(dw) : -1;
 
     check_subjects(o, config);
-    if (have_ns == o->duplicate_window_seconds * NANOS_PER_SECOND) {
+    if (o->check_only || have_ns == o->duplicate_window_seconds * NANOS_PER_SECOND) {
         return OUTBOX_OK;
     }
     return update_duplicate_window(nc, o, config, have_ns, err);
 }
 
 outbox_status
-obx_stream_ensure(struct obx_bus *bus, const struct obx_stream_options *o, outbox_error *err)
+obx_stream_ensure_nats(natsConnection *nc, jsCtx *js, const struct obx_stream_options *o,
+                       outbox_error *err)
 {
-    natsConnection *nc = obx_bus_conn(bus);
-    jsCtx *js = obx_bus_js(bus);
     json_t *config = NULL;
     outbox_status st = check_options(o, err);
 
     if (st != OUTBOX_OK) {
         return st;
     }
-    if (nc == NULL || js == NULL || !obx_bus_is_connected(bus)) {
+    if (nc == NULL || js == NULL || natsConnection_Status(nc) != NATS_CONN_STATUS_CONNECTED) {
         return obx_fail(err, OUTBOX_EUNAVAILABLE, "nats is not connected");
     }
     st = fetch_config(nc, o->name, &config, err);
@@ -328,4 +280,16 @@ obx_stream_ensure(struct obx_bus *bus, const struct obx_stream_options *o, outbo
     }
     json_decref(config);
     return st;
+}
+
+outbox_status
+obx_stream_ensure(struct obx_bus *bus, const struct obx_stream_options *o, outbox_error *err)
+{
+    /* Asked first: it may replace a connection nats.c closed for good. */
+    if (!obx_bus_is_connected(bus)) {
+        outbox_status st = check_options(o, err);
+
+        return st != OUTBOX_OK ? st : obx_fail(err, OUTBOX_EUNAVAILABLE, "nats is not connected");
+    }
+    return obx_stream_ensure_nats(obx_bus_conn(bus), obx_bus_js(bus), o, err);
 }

@@ -74,8 +74,8 @@ start_relay(struct harness_proc *p, struct relay_env *env, int index, int genera
 static void
 start_writer(struct writer_thread *w, int events, int per_txn, int pause_ms)
 {
-    *w = (struct writer_thread){.url = harness_db_url(), .target = events, .per_txn = per_txn,
-                                .pause_ms = pause_ms};
+    *w = (struct writer_thread){
+        .url = harness_db_url(), .target = events, .per_txn = per_txn, .pause_ms = pause_ms};
     cr_assert_eq(writer_thread_start(w), 0);
 }
 
@@ -95,8 +95,8 @@ settle(struct writer_thread *w, int timeout_ms)
 static void
 expect_no_attempt_spent(void)
 {
-    cr_assert_eq(harness_scalar_ll(conn, "SELECT coalesce(sum(attempts), 0) FROM outbox.events"),
-                 0, "faults spent attempts");
+    cr_assert_eq(harness_scalar_ll(conn, "SELECT coalesce(sum(attempts), 0) FROM outbox.events"), 0,
+                 "faults spent attempts");
     cr_assert_eq(harness_scalar_ll(conn, "SELECT count(*) FROM outbox.dead_letters"), 0,
                  "faults dead-lettered events");
 }
@@ -201,6 +201,8 @@ Test(server_chaos, nats_killed_and_restarted_again_and_again_loses_nothing_and_s
                 atomic_load(&w.committed), settle_ms);
     for (int i = 0; i < RELAYS; i++) {
         relay_test_assert_running(&relays[i], "a relay (restarting NATS must not need it)");
+        cr_assert(harness_proc_log_contains(&relays[i], "nats reconnected"),
+                  "relay %d never lost NATS: the restarts missed it", i + 1);
         relay_test_stop(&relays[i], 10000);
     }
     expect_no_attempt_spent();
@@ -239,6 +241,8 @@ Test(server_chaos, postgresql_stopped_immediately_again_and_again_loses_nothing)
                 atomic_load(&w.committed), atomic_load(&w.failures), settle_ms);
     for (int i = 0; i < RELAYS; i++) {
         relay_test_assert_running(&relays[i], "a relay (restarting PostgreSQL must not need it)");
+        cr_assert(harness_proc_log_contains(&relays[i], "database unavailable"),
+                  "relay %d never lost PostgreSQL: the restarts missed it", i + 1);
         relay_test_stop(&relays[i], 10000);
     }
     expect_no_attempt_spent();

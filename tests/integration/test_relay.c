@@ -152,8 +152,8 @@ Test(relay, delivers_to_a_core_nats_subscriber_and_finishes_the_rows_with_the_na
                  "core delivery: lost=%zu phantom=%zu dups=%zu", chk.lost, chk.phantom,
                  chk.stream_dups);
     /* Fire-and-forget needs no stream, and the relay made none. */
-    cr_assert_lt(stream_message_count(harness_nats_url(), "RELAY_CORE_UNUSED", err, sizeof(err)),
-                 0, "a core NATS relay created a stream");
+    cr_assert_lt(stream_message_count(harness_nats_url(), "RELAY_CORE_UNUSED", err, sizeof(err)), 0,
+                 "a core NATS relay created a stream");
     id_set_fini(&got);
     natsSubscription_Destroy(sub);
     natsConnection_Destroy(nc);
@@ -271,14 +271,12 @@ Test(relay, status_json_counts_each_status_and_ignores_rows_parked_in_backoff)
 
 /* ---- secrets ---------------------------------------------------------------------------- */
 
-#define SECRET "pw-8f3Kq2-s3cret"
-
-/* This test's database URL with `user`:SECRET and, if `port` > 0, another port. */
+/* postgresql://`user`:RELAY_TEST_SECRET@host:port/`db` for this test's server (`port` if > 0). */
 static char *
-url_with_password(const char *user, int port)
+url_with_password(const char *user, int port, const char *db)
 {
     PQconninfoOption *opts = PQconninfoParse(harness_db_url(), NULL);
-    const char *host = "127.0.0.1", *db_port = "5432", *db = "postgres";
+    const char *host = "127.0.0.1", *db_port = "5432";
     char buf[1024];
 
     cr_assert_not_null(opts);
@@ -287,67 +285,89 @@ url_with_password(const char *user, int port)
             host = o->val;
         } else if (o->val != NULL && strcmp(o->keyword, "port") == 0) {
             db_port = o->val;
-        } else if (o->val != NULL && strcmp(o->keyword, "dbname") == 0) {
-            db = o->val;
         }
     }
     if (port > 0) {
-        snprintf(buf, sizeof(buf), "postgresql://%s:%s@%s:%d/%s", user, SECRET, host, port, db);
+        snprintf(buf, sizeof(buf), "postgresql://%s:%s@%s:%d/%s", user, RELAY_TEST_SECRET, host,
+                 port, db);
     } else {
-        snprintf(buf, sizeof(buf), "postgresql://%s:%s@%s:%s/%s", user, SECRET, host, db_port, db);
+        snprintf(buf, sizeof(buf), "postgresql://%s:%s@%s:%s/%s", user, RELAY_TEST_SECRET, host,
+                 db_port, db);
     }
     PQconninfoFree(opts);
     return strdup(buf);
 }
 
+/* `outboxctl status` with `url` must fail, and say why without the password. */
+static void
+expect_ctl_failure_without_password(const char *url)
+{
+    char *argv[] = {(char *)harness_bin("outboxctl"), "status", NULL};
+    struct relay_env env;
+    struct harness_proc ctl;
+    char *log;
+
+    relay_env_init(&env, url, "nats://127.0.0.1:1", "UNUSED", "unused");
+    harness_spawn(&ctl, argv, env.vars);
+    cr_assert_eq(harness_proc_wait(&ctl, 30000), 1, "outboxctl status should fail");
+    log = harness_proc_log(&ctl);
+    cr_assert(strstr(log, "cannot connect") != NULL, "%s", log);
+    cr_assert(strstr(log, RELAY_TEST_SECRET) == NULL, "outboxctl printed the password:\n%s", log);
+    free(log);
+    relay_env_fini(&env);
+}
+
+/*
+ * Every relay test runs with passwords in its URLs (relay_test.h); this one
+ * adds a role that has a password, written as user:password@ in the URL,
+ * and the failure paths: a server that refuses the connection, a database
+ * that does not exist, and outboxctl failing to connect.
+ */
 Test(relay, never_logs_the_database_password_connected_or_not)
 {
     char *db = harness_scalar_text(conn, "SELECT current_database()");
-    char role[128], sql[512], nats_url[256];
-    char *good_url, *dead_url;
+    char role[128], sql[512];
+    char *good_url, *refused_url, *missing_url;
     struct relay_env env;
-    struct harness_proc good, dead;
-    char *log;
+    struct harness_proc good, refused, missing;
 
     snprintf(role, sizeof(role), "relay_%s", db);
-    snprintf(sql, sizeof(sql), "CREATE ROLE %s LOGIN PASSWORD '%s'", role, SECRET);
+    snprintf(sql, sizeof(sql), "CREATE ROLE %s LOGIN PASSWORD '%s'", role, RELAY_TEST_SECRET);
     harness_exec(conn, sql);
     snprintf(sql, sizeof(sql),
              "GRANT USAGE ON SCHEMA outbox TO %s; "
              "GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA outbox TO %s",
              role, role);
     harness_exec(conn, sql);
-    good_url = url_with_password(role, 0);
-    dead_url = url_with_password(role, 1); /* nothing listens on port 1 */
-    /* A server without authentication ignores credentials, so the URL still works. */
-    cr_assert(strncmp(harness_nats_url(), "nats://", 7) == 0);
-    snprintf(nats_url, sizeof(nats_url), "nats://relay:%s@%s", SECRET, harness_nats_url() + 7);
+    good_url = url_with_password(role, 0, db);
+    refused_url = url_with_password(role, 1, db); /* nothing listens on port 1 */
+    missing_url = url_with_password(role, 0, "no_such_database");
     relay_test_enqueue(conn, 50);
 
     relay_test_env(&env, "RELAY_SECRET", "relaysecret");
-    relay_env_set(&env, "OUTBOX_NATS_URL", nats_url);
     relay_env_set(&env, "OUTBOX_DATABASE_URL", good_url);
     relay_test_start(&good, &env, "secret-good");
-    relay_env_set(&env, "OUTBOX_DATABASE_URL", dead_url);
-    relay_test_start(&dead, &env, "secret-dead");
+    relay_env_set(&env, "OUTBOX_DATABASE_URL", refused_url);
+    relay_test_start(&refused, &env, "secret-refused");
+    relay_env_set(&env, "OUTBOX_DATABASE_URL", missing_url);
+    relay_test_start(&missing, &env, "secret-missing");
     HARNESS_WAIT_UNTIL(relay_test_unfinished(conn) == 0, 30000);
-    HARNESS_WAIT_UNTIL(harness_proc_log_contains(&dead, "database unavailable"), 20000);
+    HARNESS_WAIT_UNTIL(harness_proc_log_contains(&refused, "database unavailable"), 20000);
+    HARNESS_WAIT_UNTIL(harness_proc_log_contains(&missing, "no_such_database"), 20000);
+    cr_assert(harness_proc_log_contains(&good, "database connected"));
+    cr_assert(harness_proc_log_contains(&good, "lease batch"), "debug lines are logged too");
+    /* Each checks its log for the password. */
     relay_test_stop(&good, 10000);
-    relay_test_stop(&dead, 10000);
-
-    log = harness_proc_log(&good);
-    cr_assert(strstr(log, "database connected") != NULL, "%s", log);
-    cr_assert(strstr(log, "lease batch") != NULL, "debug lines were logged: %s", log);
-    cr_assert(strstr(log, SECRET) == NULL, "the connected relay logged the password:\n%s", log);
-    free(log);
-    log = harness_proc_log(&dead);
-    cr_assert(strstr(log, SECRET) == NULL, "the failing relay logged the password:\n%s", log);
-    free(log);
+    relay_test_stop(&refused, 10000);
+    relay_test_stop(&missing, 10000);
+    expect_ctl_failure_without_password(refused_url);
+    expect_ctl_failure_without_password(missing_url);
     relay_test_check(conn, "RELAY_SECRET");
 
     snprintf(sql, sizeof(sql), "DROP OWNED BY %s; DROP ROLE %s", role, role);
     harness_exec(conn, sql);
-    free(dead_url);
+    free(missing_url);
+    free(refused_url);
     free(good_url);
     free(db);
     relay_env_fini(&env);

@@ -60,9 +60,10 @@ TestSuite(bad_rows_small_payload, .init = setup_exclusive, .fini = teardown, .ti
 enum { MAX_PAYLOAD = 16384 };
 
 /* An envelope for row `id` (SQL expression) with the given routing; otherwise valid. */
-#define ENVELOPE_SQL(id, aggregate_type)                                                          \
-    "jsonb_build_object('id', " id ", 'event_type', 'review.logged', 'aggregate_type', "          \
-    aggregate_type ", 'aggregate_id', agg, 'occurred_at', '2026-11-29T09:41:56.123Z', "          \
+#define ENVELOPE_SQL(id, aggregate_type)                                 \
+    "jsonb_build_object('id', " id                                       \
+    ", 'event_type', 'review.logged', 'aggregate_type', " aggregate_type \
+    ", 'aggregate_id', agg, 'occurred_at', '2026-11-29T09:41:56.123Z', " \
     "'schema_version', 1, 'payload', '{}'::jsonb)"
 
 /* Inserts one row with raw SQL, bypassing the writer; returns its id (malloc'd). */
@@ -99,8 +100,8 @@ expect_quarantined(const struct bad_row *b)
              b->id);
     reason = harness_scalar_text(conn, sql);
     cr_log_info("%s: quarantined with \"%s\"", b->what, reason);
-    cr_assert(strstr(reason, b->reason) != NULL, "%s: reason \"%s\" should mention \"%s\"",
-              b->what, reason, b->reason);
+    cr_assert(strstr(reason, b->reason) != NULL, "%s: reason \"%s\" should mention \"%s\"", b->what,
+              reason, b->reason);
     free(reason);
 }
 
@@ -151,7 +152,8 @@ Test(bad_rows_small_payload, quarantines_invalid_rows_with_a_reason_and_publishe
     relay_test_assert_running(&relay, "the relay (bad rows must not crash it)");
     relay_test_stop(&relay, 10000);
 
-    cr_assert_eq(relay_test_count(conn, "true"), BAD, "prune mode deleted a row it never published");
+    cr_assert_eq(relay_test_count(conn, "true"), BAD,
+                 "prune mode deleted a row it never published");
     for (int i = 0; i < BAD; i++) {
         expect_quarantined(&bad[i]);
     }
@@ -328,7 +330,8 @@ Test(bad_rows, dead_letters_a_row_that_crashes_every_relay_and_publishes_the_goo
              poison);
     cr_assert_eq(harness_scalar_ll(conn, sql), 1);
     cr_assert_eq(relay_test_count(conn, "status = 'done'"), 500,
-                 "every good row is published: %lld done, %lld dead", relay_test_count(conn, "status = 'done'"),
+                 "every good row is published: %lld done, %lld dead",
+                 relay_test_count(conn, "status = 'done'"),
                  relay_test_count(conn, "status = 'dead'"));
     cr_assert_eq(harness_scalar_ll(conn, "SELECT count(*) FROM outbox.dead_letters"), 1,
                  "only the poison row is dead-lettered");

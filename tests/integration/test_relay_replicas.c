@@ -89,8 +89,10 @@ drain_with_replicas(int replicas, int events, int batch, const char *stream, con
                 leases.batches, leases.rows, leases.max_rows, busy);
     cr_assert_leq(leases.max_rows, (size_t)batch, "a lease batch of %zu rows, limit %d",
                   leases.max_rows, batch);
-    cr_assert_eq(leases.rows, (size_t)events, "%zu rows leased for %d events: a row was leased "
-                                              "twice (or missed)", leases.rows, events);
+    cr_assert_eq(leases.rows, (size_t)events,
+                 "%zu rows leased for %d events: a row was leased "
+                 "twice (or missed)",
+                 leases.rows, events);
     cr_assert_eq(leases.lost_rows, 0);
     cr_assert_geq(busy, 2, "the replicas did not race: only %d leased", busy);
     cr_assert_eq(relay_test_count(conn, "status = 'done' AND attempts = 0 AND lease_expiries = 0"),

@@ -74,8 +74,8 @@ relay_check_run(PGconn *conn, const char *committed_sql, struct id_set *stream,
     id_set_sort(stream);
     rc = load_ids(conn, committed_sql, &c, err, cap);
     if (rc == 0) {
-        rc = load_ids(conn, "SELECT id::text FROM outbox.events WHERE status = 'invalid'", &q,
-                      err, cap);
+        rc = load_ids(conn, "SELECT id::text FROM outbox.events WHERE status = 'invalid'", &q, err,
+                      cap);
     }
     if (rc == 0) {
         rc = load_ids(conn, "SELECT event_id::text FROM outbox.dead_letters", &d, err, cap);
@@ -149,12 +149,9 @@ text_count(const char *text, const char *needle)
  * relay under ASan on a busy 2-core machine keeps its leases.
  */
 static const char *const relay_defaults[][2] = {
-    {"OUTBOX_LOG_LEVEL", "debug"},
-    {"OUTBOX_LEASE_SECONDS", "2"},
-    {"OUTBOX_PUBLISH_TIMEOUT_MS", "1000"},
-    {"OUTBOX_POLL_MAX_MS", "200"},
-    {"OUTBOX_BACKOFF_BASE_MS", "200"},
-    {"OUTBOX_BACKOFF_CAP_MS", "2000"},
+    {"OUTBOX_LOG_LEVEL", "debug"},         {"OUTBOX_LEASE_SECONDS", "2"},
+    {"OUTBOX_PUBLISH_TIMEOUT_MS", "1000"}, {"OUTBOX_POLL_MAX_MS", "200"},
+    {"OUTBOX_BACKOFF_BASE_MS", "200"},     {"OUTBOX_BACKOFF_CAP_MS", "2000"},
     {"OUTBOX_DRAIN_TIMEOUT_SECONDS", "5"},
 };
 
@@ -184,7 +181,8 @@ relay_env_set(struct relay_env *e, const char *key, const char *value)
         return -1;
     }
     snprintf(entry, len, "%s=%s", key, value);
-    while (i < e->count && !(strncmp(e->vars[i], key, key_len) == 0 && e->vars[i][key_len] == '=')) {
+    while (i < e->count &&
+           !(strncmp(e->vars[i], key, key_len) == 0 && e->vars[i][key_len] == '=')) {
         i++;
     }
     if (i == e->count) {

@@ -72,11 +72,62 @@ relay_test_start(struct harness_proc *p, struct relay_env *env, const char *name
     harness_spawn(p, argv, env->vars);
 }
 
-/* Settings for this test's database and the run's NATS server. */
+/*
+ * Every relay test connects with a password in both URLs, and
+ * relay_test_stop() fails the test if a log line carries it: no path,
+ * outages and reconnects included, may print a conninfo or URL unredacted.
+ * The harness's servers do not check passwords (trust, no NATS auth), so
+ * the URLs still work; URLs that bring their own credentials are kept.
+ */
+#define RELAY_TEST_SECRET "pw-7Hq2-never-logged"
+
+/* `url` with RELAY_TEST_SECRET as its password unless it has one; malloc'd. */
+static inline char *
+relay_test_db_url_with_secret(const char *url)
+{
+    PQconninfoOption *opts = PQconninfoParse(url, NULL);
+    int has_password = 0;
+    size_t len = strlen(url) + sizeof("?password=" RELAY_TEST_SECRET);
+    char *out = malloc(len);
+
+    cr_assert(opts != NULL && out != NULL);
+    for (PQconninfoOption *o = opts; o->keyword != NULL; o++) {
+        has_password |= strcmp(o->keyword, "password") == 0 && o->val != NULL && o->val[0];
+    }
+    PQconninfoFree(opts);
+    snprintf(out, len, "%s%s", url,
+             has_password               ? ""
+             : strchr(url, '?') != NULL ? "&password=" RELAY_TEST_SECRET
+                                        : "?password=" RELAY_TEST_SECRET);
+    return out;
+}
+
+/* nats://relay:RELAY_TEST_SECRET@host:port unless the URL has credentials; malloc'd. */
+static inline char *
+relay_test_nats_url_with_secret(const char *url)
+{
+    size_t len = strlen(url) + sizeof("relay:" RELAY_TEST_SECRET "@");
+    char *out = malloc(len);
+
+    cr_assert_not_null(out);
+    if (strncmp(url, "nats://", 7) == 0 && strchr(url, '@') == NULL && strchr(url, ',') == NULL) {
+        snprintf(out, len, "nats://relay:" RELAY_TEST_SECRET "@%s", url + 7);
+    } else {
+        snprintf(out, len, "%s", url);
+    }
+    return out;
+}
+
+/* Settings for this test's database and the run's NATS server, with passwords. */
 static inline void
 relay_test_env(struct relay_env *env, const char *stream, const char *prefix)
 {
-    relay_env_init(env, harness_db_url(), harness_nats_url(), stream, prefix);
+    char *db_url = relay_test_db_url_with_secret(harness_db_url());
+    char *nats_url = relay_test_nats_url_with_secret(harness_nats_url());
+
+    relay_env_init(env, db_url, nats_url, stream, prefix);
+    free(nats_url);
+    free(db_url);
 }
 
 /* SELECT count(*) FROM outbox.events WHERE <where>. */
@@ -122,9 +173,8 @@ relay_test_stop(struct harness_proc *p, int timeout_ms)
 {
     int status;
 
-    HARNESS_WAIT_UNTIL(harness_proc_log_contains(p, "relay starting") ||
-                           harness_proc_wait(p, 0) != -1,
-                       20000);
+    HARNESS_WAIT_UNTIL(
+        harness_proc_log_contains(p, "relay starting") || harness_proc_wait(p, 0) != -1, 20000);
     status = harness_proc_stop(p, timeout_ms);
 
     if (status != 0) {
@@ -134,6 +184,8 @@ relay_test_stop(struct harness_proc *p, int timeout_ms)
         cr_assert_fail("relay exited with %d on SIGTERM; its log ends with:\n%s", status,
                        log != NULL ? log + (len > 3000 ? len - 3000 : 0) : "");
     }
+    cr_assert(!harness_proc_log_contains(p, RELAY_TEST_SECRET), "the relay logged a password:\n%s",
+              harness_proc_log(p));
 }
 
 /* Adds the lease lines of relay `p`'s log so far to `out`. */
@@ -165,12 +217,14 @@ relay_test_check(PGconn *conn, const char *stream)
     id_set_fini(&s);
     cr_log_info("checker %s: committed=%zu stream=%zu quarantined=%zu dead=%zu lost=%zu "
                 "phantom=%zu stream_dups=%zu",
-                stream, chk.committed, chk.stream, chk.quarantined, chk.dead, chk.lost,
-                chk.phantom, chk.stream_dups);
-    cr_assert_eq(chk.lost, 0, "%zu committed events neither in the stream nor quarantined nor "
-                              "dead, e.g. %s", chk.lost, chk.lost_example);
-    cr_assert_eq(chk.phantom, 0, "%zu ids in the stream were never committed, e.g. %s",
-                 chk.phantom, chk.phantom_example);
+                stream, chk.committed, chk.stream, chk.quarantined, chk.dead, chk.lost, chk.phantom,
+                chk.stream_dups);
+    cr_assert_eq(chk.lost, 0,
+                 "%zu committed events neither in the stream nor quarantined nor "
+                 "dead, e.g. %s",
+                 chk.lost, chk.lost_example);
+    cr_assert_eq(chk.phantom, 0, "%zu ids in the stream were never committed, e.g. %s", chk.phantom,
+                 chk.phantom_example);
     cr_assert_eq(chk.stream_dups, 0, "%zu ids are in the stream more than once, e.g. %s",
                  chk.stream_dups, chk.dup_example);
     return chk;

@@ -45,8 +45,8 @@ reader_open(struct reader *r, const char *nats_url, const char *stream, char *er
         s = js_GetStreamInfo(&r->info, r->js, stream, NULL, &code);
     }
     if (s != NATS_OK) {
-        snprintf(err, cap, "stream %s info: %s (jetstream error %d)", stream,
-                 natsStatus_GetText(s), (int)code);
+        snprintf(err, cap, "stream %s info: %s (jetstream error %d)", stream, natsStatus_GetText(s),
+                 (int)code);
         reader_close(r);
         return -1;
     }
@@ -95,8 +95,7 @@ read_messages(natsSubscription *sub, uint64_t want, struct id_set *ids, char *er
 }
 
 int
-stream_read_ids(const char *nats_url, const char *stream, struct id_set *ids, char *err,
-                size_t cap)
+stream_read_ids(const char *nats_url, const char *stream, struct id_set *ids, char *err, size_t cap)
 {
     struct reader r;
     natsSubscription *sub = NULL;

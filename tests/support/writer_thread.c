@@ -18,6 +18,14 @@ sleep_ms(int ms)
     nanosleep(&ts, NULL);
 }
 
+/* The server's "terminating connection" warnings are expected here. */
+static void
+ignore_notice(void *arg, const char *message)
+{
+    (void)arg;
+    (void)message;
+}
+
 /* A connection that answers, retried every 50 ms while the server is away. */
 static PGconn *
 connect_retrying(const char *url)
@@ -26,6 +34,7 @@ connect_retrying(const char *url)
         PGconn *c = PQconnectdb(url);
 
         if (PQstatus(c) == CONNECTION_OK) {
+            PQsetNoticeProcessor(c, ignore_notice, NULL);
             return c;
         }
         PQfinish(c);

@@ -16,13 +16,13 @@
 #include <stdatomic.h>
 
 struct writer_thread {
-    const char *url;        /* borrowed: the test's database */
-    int target;             /* stop once this many events are known committed */
-    int per_txn;            /* events per transaction */
-    int pause_ms;           /* between transactions, to spread the load over time */
-    atomic_int committed;   /* events in transactions whose COMMIT was acknowledged */
-    atomic_int failures;    /* statements lost to an outage (retried) */
-    atomic_int done;        /* 1 once the thread has finished */
+    const char *url;      /* borrowed: the test's database */
+    int target;           /* stop once this many events are known committed */
+    int per_txn;          /* events per transaction */
+    int pause_ms;         /* between transactions, to spread the load over time */
+    atomic_int committed; /* events in transactions whose COMMIT was acknowledged */
+    atomic_int failures;  /* statements lost to an outage (retried) */
+    atomic_int done;      /* 1 once the thread has finished */
     pthread_t thread;
 };
 

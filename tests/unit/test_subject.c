@@ -85,3 +85,34 @@ Test(subject, quotes_control_characters_in_messages)
     cr_assert_null(strchr(err.message, '\n'), "raw newline in message: %s", err.message);
     cr_assert(strstr(err.message, "\"mo\\r\\nvie\"") != NULL, "%s", err.message);
 }
+
+Test(subject, filters_match_like_nats_subscriptions)
+{
+    cr_assert(obx_subject_matches("events.>", "events.movie.review.logged"));
+    cr_assert(obx_subject_matches("events.movie.*", "events.movie.listed"));
+    cr_assert(!obx_subject_matches("events.movie.*", "events.movie.review.logged"));
+    cr_assert(obx_subject_matches("events.*.review.>", "events.movie.review.logged"));
+    cr_assert(obx_subject_matches("events.movie.listed", "events.movie.listed"));
+    cr_assert(!obx_subject_matches("events.movie.listed", "events.movie.listed.v2"));
+    cr_assert(!obx_subject_matches("events.movie", "events.movie.listed"));
+    cr_assert(!obx_subject_matches("events.>", "events"), "> needs at least one token");
+    cr_assert(!obx_subject_matches("events.mov", "events.movie"));
+    cr_assert(obx_subject_matches(">", "anything.at.all"));
+    cr_assert(obx_subject_matches("*.*", "a.b"));
+    cr_assert(!obx_subject_matches("*.*", "a"));
+}
+
+Test(subject, filters_are_checked_before_use)
+{
+    outbox_error err = {0};
+
+    cr_assert_eq(obx_subject_filter_check("events.>", NULL), OUTBOX_OK);
+    cr_assert_eq(obx_subject_filter_check("events.*.review.>", NULL), OUTBOX_OK);
+    cr_assert_eq(obx_subject_filter_check(">", NULL), OUTBOX_OK);
+    cr_assert_eq(obx_subject_filter_check("events.>.x", NULL), OUTBOX_EINVAL);
+    cr_assert_eq(obx_subject_filter_check("events..x", NULL), OUTBOX_EINVAL);
+    cr_assert_eq(obx_subject_filter_check("events.", NULL), OUTBOX_EINVAL);
+    cr_assert_eq(obx_subject_filter_check("ev ents", &err), OUTBOX_EINVAL);
+    cr_assert(strstr(err.message, "subject filter \"ev ents\"") != NULL, "%s", err.message);
+    cr_assert_eq(obx_subject_filter_check("", NULL), OUTBOX_EINVAL);
+}

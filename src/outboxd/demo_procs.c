@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * demo_relays.c - the demo's relay replicas: real `outboxd relay`
- * processes, each logging to its own file, dying with the demo.
+ * demo_procs.c - the demo's replicas: real `outboxd relay` and `outboxd
+ * consume` processes, each logging to its own file, dying with the demo.
  */
-#include "demo_relays.h"
+#include "demo_procs.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -18,46 +18,47 @@
 #include "banned.h" /* last: poisons unsafe functions */
 
 int
-obx_demo_relay_start(struct obx_demo_relay *r, const struct obx_config *cfg, const char *self,
-                     const char *log_dir, int index)
+obx_demo_proc_start(struct obx_demo_proc *p, const struct obx_config *cfg, const char *self,
+                    const char *log_dir)
 {
     char name[48], url[1024], nats[512], log_path[600], err[700];
-    char *argv[] = {(char *)self, "relay", NULL};
-    /* A short lease, unless set: the killed replica's rows come back within the demo. */
-    char *extra[] = {url,
-                     nats,
-                     name,
-                     "OUTBOX_LOG_LEVEL=info",
-                     getenv("OUTBOX_LEASE_SECONDS") ? NULL : "OUTBOX_LEASE_SECONDS=5",
-                     NULL};
+    char *argv[] = {(char *)self, (char *)p->command, p->handler ? "--handler" : NULL,
+                    (char *)p->handler, NULL};
+    /* Short leases and ack waits, unless set: a killed replica's work comes back within
+     * the demo rather than after the production minute. */
+    char lease[64], ack_wait[64];
+    char *extra[] = {url, nats, name, lease, ack_wait, "OUTBOX_LOG_LEVEL=info", NULL};
     struct obx_dev_exec x = {.path = self, .argv = argv, .die_with_parent = 1, .keep_fd = -1};
     char **env;
     int fd;
 
-    snprintf(r->name, sizeof(r->name), "relay-%d", index + 1);
-    snprintf(name, sizeof(name), "OUTBOX_NAME=%s", r->name);
+    snprintf(name, sizeof(name), "OUTBOX_NAME=%s", p->name);
+    snprintf(lease, sizeof(lease), "OUTBOX_LEASE_SECONDS=%ld",
+             cfg->lease_seconds < 5 ? cfg->lease_seconds : 5L);
+    snprintf(ack_wait, sizeof(ack_wait), "OUTBOX_ACK_WAIT_SECONDS=%ld",
+             cfg->ack_wait_seconds < 10 ? cfg->ack_wait_seconds : 10L);
     snprintf(url, sizeof(url), "OUTBOX_DATABASE_URL=%s", cfg->database_url);
     snprintf(nats, sizeof(nats), "OUTBOX_NATS_URL=%s", cfg->nats_url);
-    snprintf(log_path, sizeof(log_path), "%s/%s.log", log_dir, r->name);
+    snprintf(log_path, sizeof(log_path), "%s/%s.log", log_dir, p->name);
     fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     env = obx_dev_env_with(extra);
     x.envp = env;
     x.out_fd = fd;
     snprintf(err, sizeof(err), "cannot open %s", log_path);
-    r->pid = fd >= 0 && env != NULL ? obx_dev_exec_start(&x, err, sizeof(err)) : -1;
+    p->pid = fd >= 0 && env != NULL ? obx_dev_exec_start(&x, err, sizeof(err)) : -1;
     free(env);
     if (fd >= 0) {
         close(fd);
     }
-    if (r->pid < 0) {
-        fprintf(stderr, "outboxd demo: cannot start %s: %s\n", r->name, err);
+    if (p->pid < 0) {
+        fprintf(stderr, "outboxd demo: cannot start %s: %s\n", p->name, err);
         return -1;
     }
     return 0;
 }
 
 void
-obx_demo_relay_kill(struct obx_demo_relay *r, int sig)
+obx_demo_proc_kill(struct obx_demo_proc *r, int sig)
 {
     int status;
 
@@ -72,7 +73,7 @@ obx_demo_relay_kill(struct obx_demo_relay *r, int sig)
 }
 
 int
-obx_demo_relay_stop(struct obx_demo_relay *r, int timeout_ms)
+obx_demo_proc_stop(struct obx_demo_proc *r, int timeout_ms)
 {
     int status = 0;
 
@@ -87,6 +88,6 @@ obx_demo_relay_stop(struct obx_demo_relay *r, int timeout_ms)
         }
         usleep(20 * 1000);
     }
-    obx_demo_relay_kill(r, SIGKILL);
+    obx_demo_proc_kill(r, SIGKILL);
     return -1;
 }

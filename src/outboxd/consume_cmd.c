@@ -1,0 +1,242 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * consume_cmd.c - `outboxd consume`: one consumer replica hosting the
+ * handlers declared with --handler (repeatable) and in OUTBOX_HANDLER_<n>
+ * variables, on JetStream or, with OUTBOX_BUS=db, on the outbox table.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "commands.h"
+#include "daemon.h"
+#include "handler_spec.h"
+#include "handlers.h"
+#include "http.h"
+
+#include "banned.h" /* last: poisons unsafe functions */
+
+extern char **environ;
+
+enum { MAX_SPECS = 32 };
+
+struct consume {
+    struct obx_handler_spec specs[MAX_SPECS];
+    struct obx_exec_handler execs[MAX_SPECS];
+    int count;
+    outbox_consumer *consumer;
+};
+
+static void
+consumer_options_from_config(const struct obx_config *cfg, outbox_consumer_options *o)
+{
+    outbox_consumer_options_init(o);
+    o->database_url = cfg->database_url;
+    o->schema = cfg->schema;
+    o->bus = strcmp(cfg->bus, "db") == 0          ? OUTBOX_BUS_DB
+             : strcmp(cfg->bus, "nats-core") == 0 ? OUTBOX_BUS_NATS_CORE
+                                                  : OUTBOX_BUS_JETSTREAM;
+    o->nats_url = cfg->nats_url;
+    o->stream = cfg->stream;
+    o->subject_prefix = cfg->subject_prefix;
+    o->consumer_name = cfg->consumer_name;
+    o->name = cfg->name;
+    o->nats_creds_file = cfg->nats_creds;
+    o->nats_tls_ca_file = cfg->nats_tls_ca;
+    o->nats_tls_cert_file = cfg->nats_tls_cert;
+    o->nats_tls_key_file = cfg->nats_tls_key;
+    o->batch_size = (int)cfg->batch_size;
+    o->ack_wait_seconds = (int)cfg->ack_wait_seconds;
+    o->max_deliver = cfg->max_deliver;
+    o->lease_seconds = (int)cfg->lease_seconds;
+    o->ledger_lease_seconds = (int)cfg->ledger_lease_seconds;
+    o->max_attempts = (int)cfg->max_attempts;
+    o->backoff_base_ms = (int)cfg->backoff_base_ms;
+    o->backoff_cap_ms = (int)cfg->backoff_cap_ms;
+    o->poll_max_ms = (int)cfg->poll_max_ms;
+    o->mode = strcmp(cfg->relay_mode, "prune") == 0 ? OUTBOX_RELAY_PRUNE : OUTBOX_RELAY_MARK;
+    o->ledger_retention_seconds = (long long)cfg->ledger_retention_days * 86400;
+    o->stream_max_age_seconds = cfg->stream_max_age_seconds;
+}
+
+static int
+add_spec(struct consume *w, const char *text, long timeout_seconds)
+{
+    outbox_error err;
+
+    if (w->count >= MAX_SPECS) {
+        fprintf(stderr, "outboxd consume: at most %d handlers\n", MAX_SPECS);
+        return -1;
+    }
+    if (obx_handler_spec_parse(text, &w->specs[w->count], &err) != OUTBOX_OK) {
+        fprintf(stderr, "outboxd consume: %s\n", err.message);
+        return -1;
+    }
+    w->execs[w->count] = (struct obx_exec_handler){.command = w->specs[w->count].body,
+                                                   .timeout_ms = (int)timeout_seconds * 1000};
+    w->count++;
+    return 0;
+}
+
+/* --handler SPEC (or --handler=SPEC) arguments, then OUTBOX_HANDLER_<n> variables. */
+static int
+collect_specs(struct consume *w, int argc, char **argv, long timeout_seconds)
+{
+    for (int i = 0; i < argc; i++) {
+        const char *spec = NULL;
+
+        if (strcmp(argv[i], "--handler") == 0 && i + 1 < argc) {
+            spec = argv[++i];
+        } else if (strncmp(argv[i], "--handler=", 10) == 0) {
+            spec = argv[i] + 10;
+        } else {
+            fprintf(stderr, "outboxd consume: unknown argument \"%s\"\n", argv[i]);
+            return -1;
+        }
+        if (add_spec(w, spec, timeout_seconds) != 0) {
+            return -1;
+        }
+    }
+    for (char **e = environ; *e != NULL; e++) {
+        const char *eq = strchr(*e, '=');
+
+        if (strncmp(*e, OBX_HANDLER_ENV_PREFIX, strlen(OBX_HANDLER_ENV_PREFIX)) == 0 && eq &&
+            strncmp(*e, "OUTBOX_HANDLER_TIMEOUT_SECONDS=", 31) != 0 &&
+            add_spec(w, eq + 1, timeout_seconds) != 0) {
+            return -1;
+        }
+    }
+    if (w->count == 0) {
+        fprintf(stderr, "outboxd consume: no handlers; declare them with --handler "
+                        "'NAME[@SUBJECT_FILTER]=sql:STATEMENT' or =exec:COMMAND, or in "
+                        "OUTBOX_HANDLER_1, OUTBOX_HANDLER_2, ...\n");
+        return -1;
+    }
+    return 0;
+}
+
+static int
+register_handlers(struct consume *w)
+{
+    for (int i = 0; i < w->count; i++) {
+        struct obx_handler_spec *s = &w->specs[i];
+        outbox_error err;
+        outbox_status st =
+            s->kind == OBX_SPEC_SQL
+                ? outbox_consumer_add_tx_handler(w->consumer, s->name, s->filter, obx_sql_handler,
+                                                 s->body, &err)
+                : outbox_consumer_add_ext_handler(w->consumer, s->name, s->filter, obx_exec_handler,
+                                                  &w->execs[i], &err);
+
+        if (st != OUTBOX_OK) {
+            fprintf(stderr, "outboxd consume: %s\n", err.message);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static int
+run_consumer(void *ctx)
+{
+    outbox_error err;
+
+    return outbox_consumer_run(ctx, &err) == OUTBOX_OK ? 0 : 1;
+}
+
+static void
+stop_consumer(void *ctx)
+{
+    outbox_consumer_stop(ctx);
+}
+
+static int
+consumer_ready(void *ctx)
+{
+    outbox_consumer_stats st;
+
+    outbox_consumer_stats_get(ctx, &st);
+    return st.database_up && st.broker_up;
+}
+
+static void
+consumer_metrics(void *ctx, struct obx_buf *out)
+{
+    outbox_consumer_stats st;
+
+    outbox_consumer_stats_get(ctx, &st);
+    const struct {
+        const char *name, *help;
+        unsigned long long value;
+    } counters[] = {
+        {"fetched", "messages received", st.fetched},
+        {"handled", "handler runs that finished", st.handled},
+        {"skipped", "deliveries of events already handled", st.skipped},
+        {"deferred", "deliveries deferred: claim held elsewhere or backing off", st.deferred},
+        {"failed", "handler failures (attempts spent)", st.failed},
+        {"retried", "retry-later answers (no attempt spent)", st.retried},
+        {"dead", "events dead-lettered for a handler", st.dead},
+        {"ledger_errors", "deliveries redelivered because the ledger was away", st.ledger_errors},
+    };
+
+    for (size_t i = 0; i < sizeof(counters) / sizeof(counters[0]); i++) {
+        obx_buf_appendf(out,
+                        "# HELP outbox_consumer_%s_total %s.\n# TYPE outbox_consumer_%s_total "
+                        "counter\noutbox_consumer_%s_total %llu\n",
+                        counters[i].name, counters[i].help, counters[i].name, counters[i].name,
+                        counters[i].value);
+    }
+    obx_buf_appendf(out,
+                    "# HELP outbox_database_up 1 while the database answers.\n"
+                    "# TYPE outbox_database_up gauge\noutbox_database_up %d\n"
+                    "# HELP outbox_broker_up 1 while the feed answers.\n"
+                    "# TYPE outbox_broker_up gauge\noutbox_broker_up %d\n",
+                    st.database_up, st.broker_up);
+}
+
+static int
+serve(struct consume *w, const struct obx_config *cfg)
+{
+    struct obx_http_handlers h = {
+        .ctx = w->consumer, .metrics = consumer_metrics, .ready = consumer_ready};
+    struct obx_daemon_job job = {
+        .ctx = w->consumer, .run = run_consumer, .stop = stop_consumer, .name = "consumer"};
+    struct obx_http *http = NULL;
+    char msg[256];
+    int code;
+
+    if (cfg->http_addr != NULL &&
+        (http = obx_http_start(cfg->http_addr, &h, msg, sizeof(msg))) == NULL) {
+        fprintf(stderr, "outboxd consume: %s\n", msg);
+        return 2;
+    }
+    code = obx_daemon_run(&job, (int)cfg->drain_timeout_seconds);
+    obx_http_stop(http);
+    return code;
+}
+
+int
+obx_cmd_consume(const struct obx_config *cfg, int argc, char **argv)
+{
+    /* Static: after an abandoned drain the consumer thread still uses it until exit. */
+    static struct consume w;
+    outbox_consumer_options opts;
+    outbox_error err;
+    int code = 2;
+
+    consumer_options_from_config(cfg, &opts);
+    if (collect_specs(&w, argc, argv, cfg->handler_timeout_seconds) == 0) {
+        if (outbox_consumer_new(&opts, &w.consumer, &err) != OUTBOX_OK) {
+            fprintf(stderr, "outboxd consume: %s\n", err.message);
+        } else if (register_handlers(&w) == 0) {
+            code = serve(&w, cfg);
+        }
+    }
+    if (code != 1) { /* after an abandoned drain the consumer thread may still run */
+        outbox_consumer_free(w.consumer);
+        for (int i = 0; i < w.count; i++) {
+            obx_handler_spec_fini(&w.specs[i]);
+        }
+    }
+    return code;
+}

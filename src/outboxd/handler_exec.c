@@ -1,0 +1,225 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * handler_exec.c - a declared `exec:` handler: `/bin/sh -c COMMAND` with
+ * the envelope on stdin and OUTBOX_EVENT_ID, OUTBOX_SUBJECT and
+ * OUTBOX_ATTEMPTS in its environment. Exit 0: done; 75 (EX_TEMPFAIL):
+ * retry later, no attempt spent; anything else, or running past the
+ * timeout: failed, with the end of its stderr as the reason. It runs
+ * between a committed claim and the done mark: at least once.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "devserver_exec.h"
+#include "error.h"
+#include "handlers.h"
+
+#include "banned.h" /* last: poisons unsafe functions */
+
+enum { STDERR_KEEP = 300 };
+
+struct child {
+    pid_t pid;
+    int in_fd;                  /* the envelope goes here; -1 once written */
+    int err_fd;                 /* its stderr comes from here; -1 at EOF */
+    char tail[STDERR_KEEP + 1]; /* the last bytes of its stderr */
+    size_t tail_len;
+};
+
+static long long
+now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* A pipe whose ends close on exec: the child gets only the dup2'ed copies. */
+static int
+cloexec_pipe(int fds[2])
+{
+    if (pipe(fds) != 0) {
+        return -1;
+    }
+    fcntl(fds[0], F_SETFD, FD_CLOEXEC);
+    fcntl(fds[1], F_SETFD, FD_CLOEXEC);
+    return 0;
+}
+
+static int
+spawn(const char *command, const outbox_delivery *d, struct child *ch)
+{
+    char id[80], subject[300], attempts[40];
+    char *extra[] = {id, subject, attempts, NULL};
+    char *argv[] = {"/bin/sh", "-c", (char *)command, NULL};
+    int in[2], er[2];
+    posix_spawn_file_actions_t fa;
+    char **env;
+    int rc;
+
+    snprintf(id, sizeof(id), "OUTBOX_EVENT_ID=%s", outbox_delivery_event_id(d));
+    snprintf(subject, sizeof(subject), "OUTBOX_SUBJECT=%s", outbox_delivery_subject(d));
+    snprintf(attempts, sizeof(attempts), "OUTBOX_ATTEMPTS=%d", outbox_delivery_attempts(d));
+    if (cloexec_pipe(in) != 0) {
+        return -1;
+    }
+    if (cloexec_pipe(er) != 0) {
+        close(in[0]);
+        close(in[1]);
+        return -1;
+    }
+    env = obx_dev_env_with(extra);
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, in[0], STDIN_FILENO);
+    posix_spawn_file_actions_adddup2(&fa, er[1], STDERR_FILENO);
+    rc = env ? posix_spawn(&ch->pid, "/bin/sh", &fa, NULL, argv, env) : ENOMEM;
+    posix_spawn_file_actions_destroy(&fa);
+    free(env);
+    close(in[0]);
+    close(er[1]);
+    ch->in_fd = in[1];
+    ch->err_fd = er[0];
+    if (rc != 0) {
+        close(ch->in_fd);
+        close(ch->err_fd);
+        return -1;
+    }
+    return 0;
+}
+
+static void
+keep_tail(struct child *ch, const char *data, size_t n)
+{
+    if (n >= STDERR_KEEP) {
+        memcpy(ch->tail, data + n - STDERR_KEEP, STDERR_KEEP);
+        ch->tail_len = STDERR_KEEP;
+    } else {
+        size_t keep = ch->tail_len + n > STDERR_KEEP ? STDERR_KEEP - n : ch->tail_len;
+
+        memmove(ch->tail, ch->tail + ch->tail_len - keep, keep);
+        memcpy(ch->tail + keep, data, n);
+        ch->tail_len = keep + n;
+    }
+    ch->tail[ch->tail_len] = '\0';
+}
+
+/* One round: read stderr if it has data, write more envelope if the pipe takes it. */
+static void
+pump_once(struct child *ch, const char *body, size_t len, size_t *written)
+{
+    struct pollfd p[2] = {{ch->err_fd, POLLIN, 0}, {ch->in_fd, POLLOUT, 0}};
+    char buf[4096];
+
+    if (poll(p, 2, 50) <= 0) {
+        return;
+    }
+    if (ch->err_fd >= 0 && p[0].revents) {
+        ssize_t got = read(ch->err_fd, buf, sizeof(buf));
+
+        if (got > 0) {
+            keep_tail(ch, buf, (size_t)got);
+        } else if (got == 0 || errno != EINTR) {
+            close(ch->err_fd);
+            ch->err_fd = -1;
+        }
+    }
+    if (ch->in_fd >= 0 && p[1].revents) {
+        ssize_t put = write(ch->in_fd, body + *written, len - *written);
+
+        *written += put > 0 ? (size_t)put : 0;
+        if (put < 0 || *written == len) { /* EPIPE: it did not want the rest */
+            close(ch->in_fd);
+            ch->in_fd = -1;
+        }
+    }
+}
+
+/*
+ * Writes the envelope and reads stderr together (neither pipe can fill and
+ * stall) until the child exits. Returns 0 with its status, or -1 past the
+ * deadline (the child is then killed and reaped).
+ */
+static int
+pump(struct child *ch, const char *body, size_t len, long long deadline_ms, int *status)
+{
+    size_t written = 0;
+
+    for (;;) {
+        pid_t done = waitpid(ch->pid, status, WNOHANG);
+
+        if (done == ch->pid || (done < 0 && errno != EINTR)) {
+            break;
+        }
+        if (now_ms() >= deadline_ms) {
+            kill(ch->pid, SIGKILL);
+            while (waitpid(ch->pid, status, 0) < 0 && errno == EINTR) {
+            }
+            return -1;
+        }
+        pump_once(ch, body, len, &written);
+    }
+    /* Whatever it wrote to stderr just before exiting; a background grandchild may keep
+     * the pipe open, so only for a moment. */
+    for (long long until = now_ms() + 500; ch->err_fd >= 0 && now_ms() < until;) {
+        pump_once(ch, body, len, &written);
+    }
+    return 0;
+}
+
+static outbox_handler_result
+outcome(const struct child *ch, int status, outbox_error *err)
+{
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+        return OUTBOX_HANDLER_DONE;
+    }
+    if (WIFEXITED(status) && WEXITSTATUS(status) == OBX_EXEC_RETRY_STATUS) {
+        return OUTBOX_HANDLER_RETRY;
+    }
+    if (WIFEXITED(status)) {
+        obx_fail(err, OUTBOX_EREJECTED, "exec handler exited with %d: %s", WEXITSTATUS(status),
+                 ch->tail);
+    } else {
+        obx_fail(err, OUTBOX_EREJECTED, "exec handler killed by signal %d: %s",
+                 WIFSIGNALED(status) ? WTERMSIG(status) : 0, ch->tail);
+    }
+    return OUTBOX_HANDLER_FAIL;
+}
+
+outbox_handler_result
+obx_exec_handler(void *ctx, const outbox_delivery *d, outbox_error *err)
+{
+    const struct obx_exec_handler *h = ctx;
+    struct child ch = {.pid = -1, .in_fd = -1, .err_fd = -1};
+    size_t len = 0;
+    const char *body = outbox_delivery_envelope(d, &len);
+    int status = 0, timed_out;
+
+    if (spawn(h->command, d, &ch) != 0) {
+        obx_fail(err, OUTBOX_EREJECTED, "exec handler could not start /bin/sh: %s",
+                 strerror(errno));
+        return OUTBOX_HANDLER_FAIL;
+    }
+    timed_out = pump(&ch, body, len, now_ms() + h->timeout_ms, &status) != 0;
+    if (ch.in_fd >= 0) {
+        close(ch.in_fd);
+    }
+    if (ch.err_fd >= 0) {
+        close(ch.err_fd);
+    }
+    if (timed_out) {
+        obx_fail(err, OUTBOX_EREJECTED, "exec handler ran longer than %d ms: %s", h->timeout_ms,
+                 ch.tail);
+        return OUTBOX_HANDLER_FAIL;
+    }
+    return outcome(&ch, status, err);
+}

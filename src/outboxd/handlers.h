@@ -1,0 +1,28 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * handlers.h - the handlers outboxd hosts from declarations (see
+ * handler_spec.h): a SQL statement run in the ledger transaction, or a
+ * command run with the envelope on stdin.
+ */
+#ifndef OBX_HANDLERS_H
+#define OBX_HANDLERS_H
+
+#include "outbox/worker.h"
+
+/* ctx: the statement (borrowed for the consumer's lifetime). */
+outbox_handler_result obx_sql_handler(void *ctx, PGconn *conn, const outbox_delivery *d,
+                                      outbox_error *err);
+
+/* What an exec handler runs. Borrowed for the consumer's lifetime. */
+struct obx_exec_handler {
+    const char *command; /* passed to /bin/sh -c */
+    int timeout_ms;      /* then SIGKILL, and the run counts as failed */
+};
+
+/* ctx: a struct obx_exec_handler. */
+outbox_handler_result obx_exec_handler(void *ctx, const outbox_delivery *d, outbox_error *err);
+
+/* Exit status of an exec handler that means "retry later, spend no attempt" (EX_TEMPFAIL). */
+#define OBX_EXEC_RETRY_STATUS 75
+
+#endif

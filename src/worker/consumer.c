@@ -1,0 +1,435 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * consumer.c - the consumer loop: fetch a batch, offer it to every
+ * handler through the ledger, settle each message once.
+ *
+ * No SQL text and no nats.c types here: the ledger and the feed do the
+ * I/O. Outages are states: the loop pauses with a growing delay, logs each
+ * change once, and resumes by itself; a message that could not be handled
+ * because of an outage is redelivered and spends no attempt.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "consumer_internal.h"
+#include "error.h"
+#include "log.h"
+#include "uuid7.h"
+
+#include "banned.h" /* last: poisons unsafe functions */
+
+enum {
+    PAUSE_FIRST_MS = 250,
+    PAUSE_MAX_MS = 10000,
+    MAINTENANCE_EVERY_MS = 5 * 60 * 1000,
+    PRUNE_BATCH_ROWS = 1000,
+    PRUNE_BATCHES_PER_PASS = 20,
+};
+
+static long long
+monotonic_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void
+pause_ms(struct outbox_consumer *c, int ms)
+{
+    long long until = monotonic_ms() + ms;
+
+    while (!c->stop_requested && monotonic_ms() < until) {
+        struct timespec ts = {0, 20 * 1000 * 1000};
+
+        nanosleep(&ts, NULL);
+    }
+}
+
+static int
+grow_pause(int ms)
+{
+    return ms == 0 ? PAUSE_FIRST_MS : (ms * 2 > PAUSE_MAX_MS ? PAUSE_MAX_MS : ms * 2);
+}
+
+void
+obx_consumer_count(struct outbox_consumer *c, unsigned long long *counter, unsigned long long n)
+{
+    pthread_mutex_lock(&c->stats_lock);
+    *counter += n;
+    pthread_mutex_unlock(&c->stats_lock);
+}
+
+static void
+set_flag(struct outbox_consumer *c, int *flag, int up)
+{
+    pthread_mutex_lock(&c->stats_lock);
+    *flag = up;
+    pthread_mutex_unlock(&c->stats_lock);
+}
+
+void
+obx_verdict_nak(struct obx_msg_verdict *v, long long delay_ms)
+{
+    if (!v->nak || delay_ms < v->nak_delay_ms) {
+        v->nak_delay_ms = delay_ms;
+    }
+    v->nak = 1;
+}
+
+static void
+drop_ledger(struct outbox_consumer *c, const outbox_error *why)
+{
+    obx_ledger_close(c->ledger);
+    c->ledger = NULL;
+    if (c->stats.database_up) {
+        obx_log(OUTBOX_LOG_WARN, "database unavailable consumer=%s error=\"%s\"", c->opts.name,
+                why->message);
+        set_flag(c, &c->stats.database_up, 0);
+    }
+}
+
+static void
+drop_feed(struct outbox_consumer *c, const outbox_error *why)
+{
+    if (c->feed != NULL) {
+        c->feed->ops->close(c->feed);
+    }
+    c->feed = NULL;
+    if (c->stats.broker_up) {
+        obx_log(OUTBOX_LOG_WARN, "feed unavailable consumer=%s error=\"%s\"", c->opts.name,
+                why->message);
+        set_flag(c, &c->stats.broker_up, 0);
+    }
+}
+
+static int
+ensure_ledger(struct outbox_consumer *c)
+{
+    struct obx_store_options so = {.conninfo = c->opts.database_url,
+                                   .schema = c->opts.schema,
+                                   .application_name = "outboxd-consumer"};
+    outbox_error err = {0};
+
+    if (c->ledger != NULL) {
+        return 1;
+    }
+    if (obx_ledger_open(&so, &c->ledger, &err) == OUTBOX_OK) {
+        obx_log(OUTBOX_LOG_INFO, "database connected consumer=%s schema=%s", c->opts.name,
+                c->opts.schema);
+        set_flag(c, &c->stats.database_up, 1);
+        c->db_pause_ms = 0;
+        return 1;
+    }
+    if (c->db_pause_ms == 0) {
+        obx_log(OUTBOX_LOG_WARN, "database unavailable consumer=%s error=\"%s\"", c->opts.name,
+                err.message);
+    }
+    c->db_pause_ms = grow_pause(c->db_pause_ms);
+    pause_ms(c, c->db_pause_ms);
+    return 0;
+}
+
+static outbox_status
+open_feed(struct outbox_consumer *c, outbox_error *err)
+{
+    const outbox_consumer_options *o = &c->opts;
+    struct obx_feed_options fo = {
+        .database_url = o->database_url,
+        .schema = o->schema,
+        .lease_seconds = o->lease_seconds,
+        .prune = o->mode == OUTBOX_RELAY_PRUNE,
+        .nats_url = o->nats_url,
+        .stream = o->stream,
+        .subject_prefix = o->subject_prefix,
+        .consumer_name = o->consumer_name,
+        .ack_wait_seconds = o->ack_wait_seconds,
+        .max_deliver = o->max_deliver,
+        /* Enough for every replica's batch in flight, with room for redeliveries. */
+        .max_ack_pending = o->batch_size * 20 > 1000 ? o->batch_size * 20 : 1000,
+        .name = o->name,
+        .creds_file = o->nats_creds_file,
+        .tls_ca_file = o->nats_tls_ca_file,
+        .tls_cert_file = o->nats_tls_cert_file,
+        .tls_key_file = o->nats_tls_key_file,
+    };
+
+    return o->bus == OUTBOX_BUS_DB ? obx_feed_db_open(&fo, &c->feed, err)
+                                   : obx_feed_nats_open(&fo, &c->feed, err);
+}
+
+static int
+ensure_feed(struct outbox_consumer *c)
+{
+    outbox_error err = {0};
+
+    if (c->feed != NULL) {
+        return 1;
+    }
+    if (open_feed(c, &err) == OUTBOX_OK) {
+        obx_log(OUTBOX_LOG_INFO, "feed ready consumer=%s bus=%s consumer_name=%s", c->opts.name,
+                c->opts.bus == OUTBOX_BUS_DB ? "db" : "jetstream", c->opts.consumer_name);
+        set_flag(c, &c->stats.broker_up, 1);
+        c->bus_pause_ms = 0;
+        return 1;
+    }
+    c->feed = NULL;
+    if (c->bus_pause_ms == 0) {
+        obx_log(OUTBOX_LOG_WARN, "feed unavailable consumer=%s error=\"%s\"", c->opts.name,
+                err.message);
+    }
+    c->bus_pause_ms = grow_pause(c->bus_pause_ms);
+    pause_ms(c, c->bus_pause_ms);
+    return 0;
+}
+
+/* A message without a canonical event id cannot be claimed: nothing may run it. */
+static void
+mark_bad_messages(struct outbox_consumer *c, const struct obx_feed_batch *b,
+                  struct obx_msg_verdict *v)
+{
+    for (size_t i = 0; i < b->count; i++) {
+        uint8_t bytes[16];
+        char canonical[OBX_UUID_TEXT_LEN + 1];
+        const char *id = b->msgs[i].event_id;
+
+        if (id != NULL && obx_uuid_parse(id, bytes) == 0) {
+            obx_uuid_format(bytes, canonical);
+            v[i].bad = strcmp(canonical, id) != 0;
+        } else {
+            v[i].bad = 1;
+        }
+        if (v[i].bad) {
+            obx_log(OUTBOX_LOG_WARN,
+                    "message without a valid event id terminated consumer=%s "
+                    "subject=%s",
+                    c->opts.name, b->msgs[i].subject ? b->msgs[i].subject : "");
+        }
+    }
+}
+
+/* Every handler, in registration order; a ledger outage stops the rest for this batch. */
+static void
+offer_to_handlers(struct outbox_consumer *c, struct obx_feed_batch *b, struct obx_msg_verdict *v)
+{
+    for (int h = 0; h < c->handler_count; h++) {
+        outbox_error err = {0};
+
+        if (c->ledger == NULL) {
+            for (size_t i = 0; i < b->count; i++) {
+                obx_verdict_nak(&v[i], 1000);
+            }
+            obx_consumer_count(c, &c->stats.ledger_errors, b->count);
+            return;
+        }
+        if (obx_consumer_offer(c, &c->handlers[h], b, v, &err) != OUTBOX_OK) {
+            if (err.code == OUTBOX_EUNAVAILABLE) {
+                drop_ledger(c, &err);
+            } else {
+                obx_log(OUTBOX_LOG_ERROR,
+                        "ledger error consumer=%s handler=%s error=\"%s\" "
+                        "sqlstate=%s",
+                        c->opts.name, c->handlers[h].name, err.message, err.sqlstate);
+            }
+        }
+    }
+}
+
+/* One settle per message: redeliver if any handler must see it again, else done. */
+static void
+settle(struct outbox_consumer *c, struct obx_feed_batch *b, const struct obx_msg_verdict *v)
+{
+    enum obx_settle *what = calloc(b->count, sizeof(*what));
+    long long *delay = calloc(b->count, sizeof(*delay));
+    outbox_error err = {0};
+
+    if (what == NULL || delay == NULL) {
+        free(what);
+        free(delay);
+        return; /* out of memory: the server redelivers after ack_wait */
+    }
+    for (size_t i = 0; i < b->count; i++) {
+        what[i] = OBX_SETTLE_ACK;
+        if (v[i].nak) {
+            what[i] = OBX_SETTLE_NAK;
+            delay[i] = v[i].nak_delay_ms;
+        } else if (v[i].bad || (v[i].matched > 0 && v[i].dead == v[i].matched)) {
+            what[i] = OBX_SETTLE_TERM;
+        }
+    }
+    if (c->feed->ops->settle(c->feed, b, what, delay, &err) != OUTBOX_OK &&
+        err.code == OUTBOX_EUNAVAILABLE) {
+        drop_feed(c, &err);
+    }
+    free(what);
+    free(delay);
+}
+
+/* Ledger rows older than the retention go, in bounded batches. */
+static void
+maybe_maintain(struct outbox_consumer *c)
+{
+    long long now = monotonic_ms();
+    size_t deleted = PRUNE_BATCH_ROWS;
+    outbox_error err = {0};
+
+    if (now < c->next_maintenance_ms || c->ledger == NULL) {
+        return;
+    }
+    c->next_maintenance_ms = now + MAINTENANCE_EVERY_MS;
+    for (int i = 0; i < PRUNE_BATCHES_PER_PASS && deleted == PRUNE_BATCH_ROWS; i++) {
+        if (obx_ledger_prune(c->ledger, c->opts.ledger_retention_seconds, PRUNE_BATCH_ROWS,
+                             &deleted, &err) != OUTBOX_OK) {
+            if (err.code == OUTBOX_EUNAVAILABLE) {
+                drop_ledger(c, &err);
+            }
+            return;
+        }
+    }
+}
+
+static void
+handle_batch(struct outbox_consumer *c, struct obx_feed_batch *b)
+{
+    struct obx_msg_verdict *v = calloc(b->count, sizeof(*v));
+
+    if (v == NULL) {
+        return; /* redelivered after ack_wait */
+    }
+    obx_consumer_count(c, &c->stats.fetched, b->count);
+    mark_bad_messages(c, b, v);
+    offer_to_handlers(c, b, v);
+    if (c->feed != NULL) {
+        settle(c, b, v);
+    }
+    free(v);
+}
+
+static void
+run_loop(struct outbox_consumer *c)
+{
+    while (!c->stop_requested) {
+        struct obx_feed_batch batch = {0};
+        outbox_error err = {0};
+
+        if (!ensure_ledger(c) || !ensure_feed(c)) {
+            continue;
+        }
+        maybe_maintain(c);
+        if (c->feed->ops->fetch(c->feed, (size_t)c->opts.batch_size, c->opts.poll_max_ms, &batch,
+                                &err) != OUTBOX_OK) {
+            drop_feed(c, &err);
+            continue;
+        }
+        if (batch.count > 0) {
+            handle_batch(c, &batch);
+        }
+        if (c->feed != NULL) {
+            c->feed->ops->batch_fini(c->feed, &batch);
+        }
+    }
+}
+
+outbox_status
+outbox_consumer_new(const outbox_consumer_options *opts, outbox_consumer **out, outbox_error *err)
+{
+    struct outbox_consumer *c;
+    outbox_status st;
+
+    obx_error_reset(err);
+    c = calloc(1, sizeof(*c));
+    if (c == NULL) {
+        return obx_fail(err, OUTBOX_ENOMEM, "consumer: out of memory");
+    }
+    st = obx_consumer_options_adopt(c, opts, err);
+    if (st != OUTBOX_OK) {
+        obx_owned_strings_fini(&c->owned);
+        free(c);
+        return st;
+    }
+    pthread_mutex_init(&c->stats_lock, NULL);
+    *out = c;
+    return OUTBOX_OK;
+}
+
+void
+outbox_consumer_free(outbox_consumer *c)
+{
+    if (c == NULL) {
+        return;
+    }
+    obx_ledger_close(c->ledger);
+    if (c->feed != NULL) {
+        c->feed->ops->close(c->feed);
+    }
+    for (int i = 0; i < c->handler_count; i++) {
+        free(c->handlers[i].filter);
+    }
+    obx_owned_strings_fini(&c->owned);
+    pthread_mutex_destroy(&c->stats_lock);
+    free(c);
+}
+
+outbox_status
+outbox_consumer_run(outbox_consumer *c, outbox_error *err)
+{
+    obx_error_reset(err);
+    if (c->handler_count == 0) {
+        return obx_fail(err, OUTBOX_EINVAL, "consumer has no handlers");
+    }
+    obx_log(OUTBOX_LOG_INFO, "consumer starting consumer=%s bus=%s handlers=%d batch_size=%d",
+            c->opts.name, c->opts.bus == OUTBOX_BUS_DB ? "db" : "jetstream", c->handler_count,
+            c->opts.batch_size);
+    run_loop(c);
+    obx_ledger_close(c->ledger);
+    c->ledger = NULL;
+    if (c->feed != NULL) {
+        c->feed->ops->close(c->feed);
+        c->feed = NULL;
+    }
+    obx_log(OUTBOX_LOG_INFO, "consumer stopped consumer=%s", c->opts.name);
+    return OUTBOX_OK;
+}
+
+void
+outbox_consumer_stop(outbox_consumer *c)
+{
+    c->stop_requested = 1;
+}
+
+void
+outbox_consumer_stats_get(outbox_consumer *c, outbox_consumer_stats *out)
+{
+    pthread_mutex_lock(&c->stats_lock);
+    *out = c->stats;
+    pthread_mutex_unlock(&c->stats_lock);
+}
+
+const char *
+outbox_delivery_event_id(const outbox_delivery *d)
+{
+    return d->msg->event_id;
+}
+
+const char *
+outbox_delivery_subject(const outbox_delivery *d)
+{
+    return d->msg->subject;
+}
+
+const char *
+outbox_delivery_envelope(const outbox_delivery *d, size_t *len)
+{
+    if (len != NULL) {
+        *len = d->msg->envelope_len;
+    }
+    return d->msg->envelope;
+}
+
+int
+outbox_delivery_attempts(const outbox_delivery *d)
+{
+    return d->attempts;
+}

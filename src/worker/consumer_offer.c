@@ -1,0 +1,481 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * consumer_offer.c - one handler over one fetched batch, through the ledger.
+ *
+ * Transactional handlers: one ledger transaction for the whole batch:
+ * claim everything, run each event in a savepoint, mark the successes done,
+ * record failures and retries, commit. Claim, effects and `done` commit
+ * together, so database effects happen exactly once and a crash leaves no
+ * claim behind. External handlers: the claims commit first, each effect
+ * runs outside any transaction, then its `done` mark (guarded by the owner
+ * token) commits at once, to keep the re-run window after a crash small.
+ *
+ * Attempts are spent only on handler failures. A claim held elsewhere, a
+ * backoff not yet over, a retry-later answer or a ledger outage only delay
+ * the message (NAK), so JetStream's max_deliver never counts them.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backoff.h"
+#include "consumer_internal.h"
+#include "error.h"
+#include "log.h"
+#include "subject.h"
+
+#include "banned.h" /* last: poisons unsafe functions */
+
+enum {
+    LEDGER_OUTAGE_RETRY_MS = 1000, /* redelivery after a ledger failure; spends nothing */
+    CLAIM_LOCK_WAIT_MS = 1000,     /* wait for a claim another transaction holds */
+};
+
+/* The messages of the batch `h` matches, as ledger events. */
+struct offer {
+    struct outbox_consumer *c;
+    const struct obx_handler *h;
+    struct obx_feed_batch *batch;
+    struct obx_msg_verdict *verdicts;
+    size_t count;
+    size_t *msg_index; /* offer slot -> batch message */
+    struct obx_ledger_event *events;
+    struct obx_claim *claims;
+    outbox_handler_result *results; /* per slot, for RUN claims */
+    char (*reasons)[512];           /* per slot, for FAIL */
+    unsigned char *rerun;           /* per slot: RETRY in a batch, to run again alone */
+    long only_msg;                  /* a second chance: this batch message only; else -1 */
+};
+
+static int
+offer_init(struct offer *o)
+{
+    size_t n = o->batch->count;
+
+    o->msg_index = calloc(n, sizeof(*o->msg_index));
+    o->events = calloc(n, sizeof(*o->events));
+    o->claims = calloc(n, sizeof(*o->claims));
+    o->results = calloc(n, sizeof(*o->results));
+    o->reasons = calloc(n, sizeof(*o->reasons));
+    o->rerun = calloc(n, sizeof(*o->rerun));
+    if (!o->msg_index || !o->events || !o->claims || !o->results || !o->reasons || !o->rerun) {
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const struct obx_feed_msg *m = &o->batch->msgs[i];
+
+        if (o->only_msg >= 0
+                ? (size_t)o->only_msg != i
+                : (o->verdicts[i].bad ||
+                   (o->h->filter != NULL && !obx_subject_matches(o->h->filter, m->subject)))) {
+            continue;
+        }
+        o->verdicts[i].matched += o->only_msg < 0;
+        o->msg_index[o->count] = i;
+        o->events[o->count++] =
+            (struct obx_ledger_event){.event_id = m->event_id, .envelope = m->envelope};
+    }
+    return 0;
+}
+
+/*
+ * The envelope's aggregate id, found by a short scan rather than a parse:
+ * it only orders the batch, so a miss costs lock order, never correctness.
+ */
+static void
+aggregate_key(const struct obx_feed_msg *m, char out[40])
+{
+    const char *p = m->envelope ? strstr(m->envelope, "\"aggregate_id\"") : NULL;
+
+    out[0] = '\0';
+    if (p == NULL) {
+        return;
+    }
+    p += strlen("\"aggregate_id\"");
+    p += strspn(p, " \t:");
+    if (*p == '"') {
+        size_t n = strcspn(p + 1, "\"");
+
+        snprintf(out, 40, "%.*s", (int)(n < 39 ? n : 39), p + 1);
+    }
+}
+
+struct keyed_slot {
+    char key[40];
+    const char *event_id;
+    size_t msg_index;
+};
+
+static int
+by_aggregate_then_event(const void *a, const void *b)
+{
+    const struct keyed_slot *x = a, *y = b;
+    int c = strcmp(x->key, y->key);
+
+    return c != 0 ? c : strcmp(x->event_id, y->event_id);
+}
+
+/*
+ * Transactional handlers hold every lock they take until the batch
+ * commits. Run in one global order - by aggregate, then by event id (time)
+ * - effects keyed by aggregate are locked in the same order by every
+ * replica: concurrent batches wait for each other instead of deadlocking.
+ * Each aggregate's events also run in the order they happened.
+ */
+static void
+sort_for_locking(struct offer *o)
+{
+    struct keyed_slot *ks = calloc(o->count, sizeof(*ks));
+
+    if (ks == NULL) {
+        return; /* unsorted still works */
+    }
+    for (size_t k = 0; k < o->count; k++) {
+        aggregate_key(&o->batch->msgs[o->msg_index[k]], ks[k].key);
+        ks[k].event_id = o->events[k].event_id;
+        ks[k].msg_index = o->msg_index[k];
+    }
+    qsort(ks, o->count, sizeof(*ks), by_aggregate_then_event);
+    for (size_t k = 0; k < o->count; k++) {
+        const struct obx_feed_msg *m = &o->batch->msgs[ks[k].msg_index];
+
+        o->msg_index[k] = ks[k].msg_index;
+        o->events[k] = (struct obx_ledger_event){.event_id = m->event_id, .envelope = m->envelope};
+    }
+    free(ks);
+}
+
+static void
+offer_fini(struct offer *o)
+{
+    free(o->msg_index);
+    free(o->events);
+    free(o->claims);
+    free(o->results);
+    free(o->reasons);
+    free(o->rerun);
+}
+
+static struct obx_msg_verdict *
+verdict(struct offer *o, size_t slot)
+{
+    return &o->verdicts[o->msg_index[slot]];
+}
+
+/* Every matched message still open goes back for redelivery; nothing is spent. */
+static void
+nak_all(struct offer *o)
+{
+    for (size_t k = 0; k < o->count; k++) {
+        obx_verdict_nak(verdict(o, k), LEDGER_OUTAGE_RETRY_MS);
+    }
+    obx_consumer_count(o->c, &o->c->stats.ledger_errors, o->count);
+}
+
+/* Claims that need no run: done (skip), dead (skip), held or backing off (later). */
+static void
+apply_claim_states(struct offer *o)
+{
+    size_t skipped = 0, deferred = 0;
+
+    for (size_t k = 0; k < o->count; k++) {
+        switch (o->claims[k].state) {
+        case OBX_CLAIM_DONE:
+            skipped++;
+            break;
+        case OBX_CLAIM_DEAD:
+            verdict(o, k)->dead++;
+            break;
+        case OBX_CLAIM_BUSY:
+        case OBX_CLAIM_BACKOFF:
+            obx_verdict_nak(verdict(o, k), o->claims[k].defer_ms > 0 ? o->claims[k].defer_ms : 1);
+            deferred++;
+            break;
+        case OBX_CLAIM_RUN:
+            break;
+        }
+    }
+    obx_consumer_count(o->c, &o->c->stats.skipped, skipped);
+    obx_consumer_count(o->c, &o->c->stats.deferred, deferred);
+}
+
+/* Runs the handler for slot k; the result and a failure's reason are kept in `o`. */
+static void
+run_one(struct offer *o, size_t k, PGconn *conn)
+{
+    struct outbox_delivery d = {.msg = &o->batch->msgs[o->msg_index[k]],
+                                .attempts = o->claims[k].attempts};
+    outbox_error herr = {0};
+
+    o->results[k] = o->h->kind == OBX_HANDLER_TX ? o->h->tx(o->h->ctx, conn, &d, &herr)
+                                                 : o->h->ext(o->h->ctx, &d, &herr);
+    if (o->results[k] == OUTBOX_HANDLER_FAIL) {
+        snprintf(o->reasons[k], sizeof(o->reasons[k]), "%s",
+                 herr.message[0] ? herr.message : "handler failed");
+    }
+}
+
+/* Writes the outcome of slot k's failure or retry into the ledger and the verdict. */
+static outbox_status
+settle_unhandled(struct offer *o, size_t k, outbox_error *err)
+{
+    const struct outbox_consumer_options *opts = &o->c->opts;
+    struct obx_failure_policy policy = {opts->max_attempts, opts->backoff_base_ms,
+                                        opts->backoff_cap_ms};
+    struct obx_failure_result fr = {0};
+    outbox_status st;
+
+    if (o->results[k] == OUTBOX_HANDLER_RETRY && o->h->kind == OBX_HANDLER_TX && o->only_msg < 0) {
+        /* Usually a deadlock or serialization conflict with another replica's batch:
+         * freed now, and run again alone right after this batch commits. */
+        o->rerun[k] = 1;
+        return obx_ledger_release(o->c->ledger, o->h->name, &o->events[k], &o->claims[k], 0, err);
+    }
+    if (o->results[k] == OUTBOX_HANDLER_RETRY) {
+        int delay_ms = obx_backoff_delay_ms(1, opts->backoff_base_ms, opts->backoff_cap_ms,
+                                            (double)rand() / ((double)RAND_MAX + 1.0));
+
+        st = obx_ledger_release(o->c->ledger, o->h->name, &o->events[k], &o->claims[k], delay_ms,
+                                err);
+        obx_verdict_nak(verdict(o, k), delay_ms);
+        obx_consumer_count(o->c, &o->c->stats.retried, 1);
+        return st;
+    }
+    st = obx_ledger_record_failure(o->c->ledger, o->h->name, &o->events[k], &o->claims[k],
+                                   o->reasons[k], &policy, &fr, err);
+    if (st != OUTBOX_OK) {
+        return st;
+    }
+    obx_consumer_count(o->c, &o->c->stats.failed, 1);
+    if (fr.dead) {
+        obx_log(OUTBOX_LOG_WARN,
+                "event exhausted max deliveries event_id=%s handler=%s attempts=%d reason=\"%s\"",
+                o->events[k].event_id, o->h->name, fr.attempts, o->reasons[k]);
+        obx_consumer_count(o->c, &o->c->stats.dead, 1);
+        verdict(o, k)->dead++;
+    } else {
+        obx_verdict_nak(verdict(o, k), fr.retry_ms > 0 ? fr.retry_ms : 1);
+    }
+    return OUTBOX_OK;
+}
+
+/* The handler's runs inside the transaction, each in its own savepoint. */
+static outbox_status
+run_in_savepoints(struct offer *o, outbox_error *err)
+{
+    PGconn *conn = obx_ledger_connection(o->c->ledger);
+    outbox_status st = OUTBOX_OK;
+
+    for (size_t k = 0; k < o->count && st == OUTBOX_OK; k++) {
+        if (o->claims[k].state != OBX_CLAIM_RUN) {
+            continue;
+        }
+        st = obx_ledger_savepoint(o->c->ledger, err);
+        if (st != OUTBOX_OK) {
+            break;
+        }
+        run_one(o, k, conn);
+        st = o->results[k] == OUTBOX_HANDLER_DONE
+                 ? obx_ledger_release_savepoint(o->c->ledger, err)
+                 : obx_ledger_rollback_to_savepoint(o->c->ledger, err);
+    }
+    return st;
+}
+
+/* Marks done, in one statement, every RUN claim whose handler returned DONE. */
+static outbox_status
+mark_successes(struct offer *o, outbox_error *err)
+{
+    struct obx_claim *done = calloc(o->count, sizeof(*done));
+    size_t marked = 0, handled = 0;
+    outbox_status st;
+
+    if (done == NULL) {
+        return obx_fail(err, OUTBOX_ENOMEM, "consumer: out of memory");
+    }
+    for (size_t k = 0; k < o->count; k++) {
+        done[k] = o->claims[k];
+        if (done[k].state == OBX_CLAIM_RUN && o->results[k] != OUTBOX_HANDLER_DONE) {
+            done[k].state = OBX_CLAIM_DONE; /* mark_done skips anything but RUN */
+        }
+        handled += done[k].state == OBX_CLAIM_RUN;
+    }
+    st = obx_ledger_mark_done(o->c->ledger, o->h->name, o->events, done, o->count, &marked, err);
+    free(done);
+    if (st == OUTBOX_OK && marked < handled) {
+        /* Taken over meanwhile: the new owner decides; the redelivery finds out. */
+        obx_log(OUTBOX_LOG_WARN, "claims lost before done handler=%s lost=%zu", o->h->name,
+                handled - marked);
+    }
+    return st;
+}
+
+/* Failures and retries of the RUN claims, into the ledger and the verdicts. */
+static outbox_status
+settle_failures(struct offer *o, outbox_error *err)
+{
+    outbox_status st = OUTBOX_OK;
+
+    for (size_t k = 0; k < o->count && st == OUTBOX_OK; k++) {
+        if (o->claims[k].state == OBX_CLAIM_RUN && o->results[k] != OUTBOX_HANDLER_DONE) {
+            st = settle_unhandled(o, k, err);
+        }
+    }
+    return st;
+}
+
+static outbox_status
+offer_transactional(struct offer *o, outbox_error *err)
+{
+    const struct outbox_consumer_options *opts = &o->c->opts;
+    outbox_status st = obx_ledger_begin(o->c->ledger, err);
+
+    if (st == OUTBOX_OK) {
+        st = obx_ledger_claim(o->c->ledger, o->h->name, o->events, o->count,
+                              opts->ledger_lease_seconds, CLAIM_LOCK_WAIT_MS, o->claims, err);
+    }
+    if (st == OUTBOX_OK) {
+        st = run_in_savepoints(o, err);
+    }
+    if (st == OUTBOX_OK) {
+        st = mark_successes(o, err);
+    }
+    if (st == OUTBOX_OK) {
+        st = settle_failures(o, err);
+    }
+    if (st == OUTBOX_OK) {
+        st = obx_ledger_commit(o->c->ledger, err);
+    }
+    if (st != OUTBOX_OK) {
+        obx_ledger_rollback(o->c->ledger);
+    }
+    return st;
+}
+
+/* One external run: keep the message alive, run, then record the outcome at once. */
+static outbox_status
+run_external(struct offer *o, size_t k, outbox_error *err)
+{
+    struct obx_claim one = o->claims[k];
+    size_t marked = 0;
+    outbox_error ferr = {0};
+
+    o->c->feed->ops->in_progress(o->c->feed, o->batch, o->msg_index[k], &ferr);
+    run_one(o, k, NULL);
+    if (o->results[k] != OUTBOX_HANDLER_DONE) {
+        return settle_unhandled(o, k, err);
+    }
+    if (obx_ledger_mark_done(o->c->ledger, o->h->name, &o->events[k], &one, 1, &marked, err) !=
+        OUTBOX_OK) {
+        return err->code;
+    }
+    if (marked == 0) {
+        obx_log(OUTBOX_LOG_WARN, "claim lost before done event_id=%s handler=%s",
+                o->events[k].event_id, o->h->name);
+    }
+    return OUTBOX_OK;
+}
+
+static outbox_status
+offer_external(struct offer *o, outbox_error *err)
+{
+    outbox_status st =
+        obx_ledger_claim(o->c->ledger, o->h->name, o->events, o->count,
+                         o->c->opts.ledger_lease_seconds, CLAIM_LOCK_WAIT_MS, o->claims, err);
+    size_t k = 0;
+
+    if (st != OUTBOX_OK) {
+        nak_all(o);
+        return st;
+    }
+    apply_claim_states(o);
+    for (; k < o->count; k++) {
+        if (o->claims[k].state == OBX_CLAIM_RUN && (st = run_external(o, k, err)) != OUTBOX_OK) {
+            break; /* slot k's outcome was not recorded: it is redelivered with the rest */
+        }
+    }
+    /* The ledger went away: what was not settled comes back later, nothing spent. */
+    for (; st != OUTBOX_OK && k < o->count; k++) {
+        if (o->claims[k].state == OBX_CLAIM_RUN) {
+            obx_verdict_nak(verdict(o, k), LEDGER_OUTAGE_RETRY_MS);
+            obx_consumer_count(o->c, &o->c->stats.ledger_errors, 1);
+        }
+    }
+    return st;
+}
+
+static void
+count_handled(struct offer *o)
+{
+    size_t handled = 0;
+
+    for (size_t k = 0; k < o->count; k++) {
+        handled += o->claims[k].owner_token[0] != '\0' && o->results[k] == OUTBOX_HANDLER_DONE;
+    }
+    obx_consumer_count(o->c, &o->c->stats.handled, handled);
+}
+
+/*
+ * The second chance of a transactional RETRY: each such event alone, in its
+ * own transaction, where a conflict with the order of a batch cannot recur.
+ * A second RETRY waits for the backoff like any other.
+ */
+static outbox_status
+rerun_alone(struct offer *o, outbox_error *err)
+{
+    outbox_status st = OUTBOX_OK;
+
+    for (size_t k = 0; k < o->count && st == OUTBOX_OK; k++) {
+        struct offer one = {.c = o->c,
+                            .h = o->h,
+                            .batch = o->batch,
+                            .verdicts = o->verdicts,
+                            .only_msg = (long)o->msg_index[k]};
+
+        if (!o->rerun[k]) {
+            continue;
+        }
+        if (offer_init(&one) != 0) {
+            st = obx_fail(err, OUTBOX_ENOMEM, "consumer: out of memory");
+        } else if ((st = offer_transactional(&one, err)) == OUTBOX_OK) {
+            apply_claim_states(&one);
+            count_handled(&one);
+        } else {
+            nak_all(&one);
+        }
+        offer_fini(&one);
+    }
+    return st;
+}
+
+outbox_status
+obx_consumer_offer(struct outbox_consumer *c, const struct obx_handler *h,
+                   struct obx_feed_batch *batch, struct obx_msg_verdict *verdicts,
+                   outbox_error *err)
+{
+    struct offer o = {.c = c, .h = h, .batch = batch, .verdicts = verdicts, .only_msg = -1};
+    outbox_status st = OUTBOX_OK;
+
+    if (offer_init(&o) != 0) {
+        offer_fini(&o);
+        return obx_fail(err, OUTBOX_ENOMEM, "consumer: out of memory");
+    }
+    if (o.count > 0 && h->kind == OBX_HANDLER_EXT) {
+        st = offer_external(&o, err);
+    } else if (o.count > 0) {
+        sort_for_locking(&o);
+        st = offer_transactional(&o, err);
+        if (st == OUTBOX_OK) {
+            apply_claim_states(&o);
+        } else {
+            /* Rolled back, claims and effects alike: redeliver, spend nothing. */
+            nak_all(&o);
+        }
+    }
+    if (st == OUTBOX_OK) {
+        count_handled(&o);
+        st = rerun_alone(&o, err);
+    }
+    offer_fini(&o);
+    return st;
+}
