@@ -184,6 +184,8 @@ typedef struct outbox_consumer_options {
     outbox_relay_mode mode;      /* DB feed: mark (default) or prune handled rows */
     long long ledger_retention_seconds; /* default 30 days; not below the stream's max age */
     long long stream_max_age_seconds;   /* the stream's max_age, default 7 days */
+    int crash_after_ledger_commit;      /* tests only: abort() after a batch's ledger
+                                         * commit, before its messages are settled */
 } outbox_consumer_options;
 
 OUTBOX_API void outbox_consumer_options_init(outbox_consumer_options *opts);

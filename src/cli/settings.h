@@ -53,6 +53,7 @@ struct obx_config {
     long ack_wait_seconds;
     long max_deliver;
     long handler_timeout_seconds;
+    long test_crash_after_ledger_commit;
 };
 
 enum obx_setting_type { OBX_SETTING_STR, OBX_SETTING_INT, OBX_SETTING_CHOICE };

@@ -8,6 +8,7 @@
  * change once, and resumes by itself; a message that could not be handled
  * because of an outage is redelivered and spends no attempt.
  */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -15,7 +16,6 @@
 #include "consumer_internal.h"
 #include "error.h"
 #include "log.h"
-#include "uuid7.h"
 
 #include "banned.h" /* last: poisons unsafe functions */
 
@@ -185,28 +185,31 @@ ensure_feed(struct outbox_consumer *c)
     return 0;
 }
 
-/* A message without a canonical event id cannot be claimed: nothing may run it. */
+/*
+ * Parses every envelope: the ledger is keyed by the envelope's own id, not
+ * by Nats-Msg-Id, so an event republished under a new message id (a replay
+ * outside the duplicate window) is still recognized as handled. A message
+ * that is not a valid envelope cannot be claimed, so nothing may run it.
+ */
 static void
-mark_bad_messages(struct outbox_consumer *c, const struct obx_feed_batch *b,
-                  struct obx_msg_verdict *v)
+read_envelopes(struct outbox_consumer *c, const struct obx_feed_batch *b, struct obx_msg_verdict *v)
 {
     for (size_t i = 0; i < b->count; i++) {
-        uint8_t bytes[16];
-        char canonical[OBX_UUID_TEXT_LEN + 1];
-        const char *id = b->msgs[i].event_id;
+        const struct obx_feed_msg *m = &b->msgs[i];
+        outbox_error err = {0};
 
-        if (id != NULL && obx_uuid_parse(id, bytes) == 0) {
-            obx_uuid_format(bytes, canonical);
-            v[i].bad = strcmp(canonical, id) != 0;
-        } else {
+        if (m->envelope == NULL || obx_envelope_parse(m->envelope, m->envelope_len, SIZE_MAX,
+                                                      &v[i].env, &err) != OUTBOX_OK) {
             v[i].bad = 1;
-        }
-        if (v[i].bad) {
             obx_log(OUTBOX_LOG_WARN,
-                    "message without a valid event id terminated consumer=%s "
-                    "subject=%s",
-                    c->opts.name, b->msgs[i].subject ? b->msgs[i].subject : "");
+                    "message is not a valid envelope, terminated consumer=%s message_id=%s "
+                    "subject=%s reason=\"%s\"",
+                    c->opts.name, m->event_id ? m->event_id : "", m->subject ? m->subject : "",
+                    err.message);
+            continue;
         }
+        v[i].event_id = v[i].env.id;
+        v[i].aggregate_id = v[i].env.aggregate_id;
     }
 }
 
@@ -290,6 +293,23 @@ maybe_maintain(struct outbox_consumer *c)
     }
 }
 
+/*
+ * FAULTS T07: a replica killed after its ledger commit and before its acks.
+ * The redelivery must find every handled event done and run nothing twice.
+ */
+static void
+crash_if_asked(struct outbox_consumer *c)
+{
+    outbox_consumer_stats st;
+
+    outbox_consumer_stats_get(c, &st);
+    if (c->opts.crash_after_ledger_commit && st.handled > 0) {
+        obx_log(OUTBOX_LOG_ERROR, "crashing on purpose after the ledger commit consumer=%s",
+                c->opts.name);
+        abort();
+    }
+}
+
 static void
 handle_batch(struct outbox_consumer *c, struct obx_feed_batch *b)
 {
@@ -299,10 +319,14 @@ handle_batch(struct outbox_consumer *c, struct obx_feed_batch *b)
         return; /* redelivered after ack_wait */
     }
     obx_consumer_count(c, &c->stats.fetched, b->count);
-    mark_bad_messages(c, b, v);
+    read_envelopes(c, b, v);
     offer_to_handlers(c, b, v);
+    crash_if_asked(c);
     if (c->feed != NULL) {
         settle(c, b, v);
+    }
+    for (size_t i = 0; i < b->count; i++) {
+        obx_envelope_fini(&v[i].env);
     }
     free(v);
 }
@@ -410,7 +434,7 @@ outbox_consumer_stats_get(outbox_consumer *c, outbox_consumer_stats *out)
 const char *
 outbox_delivery_event_id(const outbox_delivery *d)
 {
-    return d->msg->event_id;
+    return d->event_id;
 }
 
 const char *

@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include "envelope.h"
 #include "feed.h"
 #include "ledger.h"
 #include "outbox/worker.h"
@@ -28,17 +29,21 @@ struct obx_handler {
     void *ctx; /* borrowed from the caller */
 };
 
-/* What a batch decided for one message, across every handler it matched. */
+/* One message of a batch: who it is, and what its handlers decided. */
 struct obx_msg_verdict {
-    int bad;                /* no usable event id: nothing can run it */
-    int matched;            /* handlers whose filter matched */
-    int dead;               /* of those, dead-lettered (now or earlier) */
-    int nak;                /* some handler must see it again */
-    long long nak_delay_ms; /* the soonest of those */
+    const char *event_id;     /* the envelope's id (borrowed from `env`): the ledger key */
+    const char *aggregate_id; /* the envelope's aggregate id, to order the batch */
+    struct obx_envelope env;  /* parsed envelope; empty when bad */
+    int bad;                  /* not a valid envelope: nothing can run it */
+    int matched;              /* handlers whose filter matched */
+    int dead;                 /* of those, dead-lettered (now or earlier) */
+    int nak;                  /* some handler must see it again */
+    long long nak_delay_ms;   /* the soonest of those */
 };
 
 struct outbox_delivery {
     const struct obx_feed_msg *msg; /* borrowed from the batch */
+    const char *event_id;           /* the envelope's id, borrowed */
     int attempts;
 };
 

@@ -14,7 +14,6 @@
  * backoff not yet over, a retry-later answer or a ledger outage only delay
  * the message (NAK), so JetStream's max_deliver never counts them.
  */
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -73,37 +72,16 @@ offer_init(struct offer *o)
         o->verdicts[i].matched += o->only_msg < 0;
         o->msg_index[o->count] = i;
         o->events[o->count++] =
-            (struct obx_ledger_event){.event_id = m->event_id, .envelope = m->envelope};
+            (struct obx_ledger_event){.event_id = o->verdicts[i].event_id, .envelope = m->envelope};
     }
     return 0;
 }
 
-/*
- * The envelope's aggregate id, found by a short scan rather than a parse:
- * it only orders the batch, so a miss costs lock order, never correctness.
- */
-static void
-aggregate_key(const struct obx_feed_msg *m, char out[40])
-{
-    const char *p = m->envelope ? strstr(m->envelope, "\"aggregate_id\"") : NULL;
-
-    out[0] = '\0';
-    if (p == NULL) {
-        return;
-    }
-    p += strlen("\"aggregate_id\"");
-    p += strspn(p, " \t:");
-    if (*p == '"') {
-        size_t n = strcspn(p + 1, "\"");
-
-        snprintf(out, 40, "%.*s", (int)(n < 39 ? n : 39), p + 1);
-    }
-}
-
 struct keyed_slot {
-    char key[40];
+    const char *key; /* the aggregate id */
     const char *event_id;
     size_t msg_index;
+    struct obx_ledger_event event;
 };
 
 static int
@@ -131,16 +109,15 @@ sort_for_locking(struct offer *o)
         return; /* unsorted still works */
     }
     for (size_t k = 0; k < o->count; k++) {
-        aggregate_key(&o->batch->msgs[o->msg_index[k]], ks[k].key);
+        ks[k].key = o->verdicts[o->msg_index[k]].aggregate_id;
         ks[k].event_id = o->events[k].event_id;
         ks[k].msg_index = o->msg_index[k];
+        ks[k].event = o->events[k];
     }
     qsort(ks, o->count, sizeof(*ks), by_aggregate_then_event);
     for (size_t k = 0; k < o->count; k++) {
-        const struct obx_feed_msg *m = &o->batch->msgs[ks[k].msg_index];
-
         o->msg_index[k] = ks[k].msg_index;
-        o->events[k] = (struct obx_ledger_event){.event_id = m->event_id, .envelope = m->envelope};
+        o->events[k] = ks[k].event;
     }
     free(ks);
 }
@@ -204,6 +181,7 @@ static void
 run_one(struct offer *o, size_t k, PGconn *conn)
 {
     struct outbox_delivery d = {.msg = &o->batch->msgs[o->msg_index[k]],
+                                .event_id = o->events[k].event_id,
                                 .attempts = o->claims[k].attempts};
     outbox_error herr = {0};
 
