@@ -226,6 +226,18 @@ OUTBOX_API outbox_status outbox_consumer_add_ext_handler(outbox_consumer *c, con
                                                          outbox_error *err);
 
 /*
+ * Registers a SQL handler: `statement` runs inside the ledger's
+ * transaction with $1 = the envelope (jsonb), like a transactional
+ * handler. For a whole fetched batch it is sent in one pipeline, one round
+ * trip; if one event's statement fails, the batch is redone event by
+ * event so only that one fails. A deadlock or serialization failure (SQLSTATE
+ * class 40) is a retry, not a failure. The statement is copied.
+ */
+OUTBOX_API outbox_status outbox_consumer_add_sql_handler(outbox_consumer *c, const char *name,
+                                                         const char *subject_filter,
+                                                         const char *statement, outbox_error *err);
+
+/*
  * Runs in the calling thread until outbox_consumer_stop(): fetches, runs
  * every matching handler once per event through the ledger, settles.
  * Outages pause it. On stop it finishes the batch in hand and returns.

@@ -12,7 +12,7 @@
 #include <jansson.h>
 #include <libpq-fe.h>
 
-#include "outbox/outbox.h"
+#include "outbox/worker.h"
 
 struct obx_bench_env {
     const char *database_url; /* where the outbox lives (migrated) */
@@ -41,6 +41,9 @@ void obx_bench_emit(json_t *line);
 
 /* Seconds of a monotonic clock. */
 double obx_bench_now(void);
+
+/* Sleeps until `start` + `due_offset_s` (monotonic seconds), if that is still ahead. */
+void obx_bench_pace(double start, double due_offset_s);
 
 /* Median of `n` values (sorts them). */
 double obx_bench_median(double *values, int n);
@@ -82,6 +85,23 @@ double obx_bench_relay_case(const struct obx_bench_env *env, struct obx_bench_re
 
 /* Writers at a steady rate against two relays; emits the "sustained" line. */
 int obx_bench_sustained(const struct obx_bench_env *env);
+
+/* ---- consume ---- */
+
+int obx_bench_consume(const struct obx_bench_env *env);
+
+/* Raw pull fetch + ack of `count` messages from `stream` (raw_fetch_nats.c). 0 or -1. */
+int obx_bench_raw_fetch_ack(const char *url, const char *stream, const char *subjects,
+                            long long count, double *events_per_s);
+
+/* The benchmark's sql handler statement and its effects table (consume_handler_pg.c). */
+extern const char obx_bench_handler_sql[];
+void obx_bench_effects_reset(PGconn *conn);
+long long obx_bench_effects_duplicated(PGconn *conn);
+
+/* Commit-to-handled latency at a fixed rate (consume_latency_pg.c); p50/p99 in ms. */
+int obx_bench_consume_latency(const struct obx_bench_env *env, PGconn *conn, int rate_per_s,
+                              double seconds, double *p50_ms, double *p99_ms, long long *samples);
 
 /* Commit-to-ack latency at a fixed rate (latency_nats.c); fills p50/p99 in ms. */
 int obx_bench_relay_latency(const struct obx_bench_env *env, int rate_per_s, double seconds,

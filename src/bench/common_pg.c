@@ -72,3 +72,15 @@ obx_bench_exec(PGconn *conn, const char *sql)
     }
     PQclear(res);
 }
+
+void
+obx_bench_pace(double start, double due_offset_s)
+{
+    double wait = start + due_offset_s - obx_bench_now();
+
+    if (wait > 0) {
+        struct timespec ts = {(time_t)wait, (long)((wait - (double)(time_t)wait) * 1e9)};
+
+        nanosleep(&ts, NULL);
+    }
+}

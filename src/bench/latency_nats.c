@@ -57,14 +57,9 @@ write_paced(PGconn *conn, struct latency_run *run, int rate_per_s)
     outbox_error err;
 
     for (long long i = 0; i < run->count; i++) {
-        double due = start + (double)i / rate_per_s, wait = due - obx_bench_now();
         outbox_event *ev = obx_bench_event();
 
-        if (wait > 0) {
-            struct timespec ts = {(time_t)wait, (long)((wait - (double)(time_t)wait) * 1e9)};
-
-            nanosleep(&ts, NULL);
-        }
+        obx_bench_pace(start, (double)i / rate_per_s);
         snprintf(payload, sizeof(payload), "{\"seq\":%lld}", i);
         outbox_event_set_payload_json(ev, payload, strlen(payload), &err);
         obx_bench_exec(conn, "BEGIN");

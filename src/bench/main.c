@@ -18,7 +18,7 @@
 static void
 usage(FILE *out)
 {
-    fputs("usage: outbox-bench <enqueue|relay> [options]\n"
+    fputs("usage: outbox-bench <enqueue|relay|consume> [options]\n"
           "  --seconds S          measuring time per case and round (default 3)\n"
           "  --rounds N           interleaved rounds, median reported (enqueue; default 3)\n"
           "  --events N           events per relay case (default 50000)\n"
@@ -106,21 +106,25 @@ main(int argc, char **argv)
     struct obx_bench_env env = {
         .seconds = 3.0, .rounds = 3, .events = 50000, .batch = 500, .sustain_seconds = 30};
     struct obx_devserver *servers;
-    int relay, code;
+    int relay, consume, code;
 
     if (argc < 2 || parse_args(argc, argv, &env) != 0) {
         usage(stderr);
         return 2;
     }
     relay = strcmp(argv[1], "relay") == 0;
-    if (!relay && strcmp(argv[1], "enqueue") != 0) {
+    consume = strcmp(argv[1], "consume") == 0;
+    if (!relay && !consume && strcmp(argv[1], "enqueue") != 0) {
         usage(stderr);
         return 2;
     }
     env.database_url = getenv("OUTBOX_DATABASE_URL");
     env.nats_url = getenv("OUTBOX_NATS_URL");
-    servers = start_servers(&env, relay);
-    code = migrate(&env) != 0 ? 1 : relay ? obx_bench_relay(&env) : obx_bench_enqueue(&env);
+    servers = start_servers(&env, relay || consume);
+    code = migrate(&env) != 0 ? 1
+           : relay            ? obx_bench_relay(&env)
+           : consume          ? obx_bench_consume(&env)
+                              : obx_bench_enqueue(&env);
     obx_devserver_stop(servers);
     return code;
 }

@@ -35,16 +35,12 @@ writer_main(void *arg)
     double start = obx_bench_now();
 
     for (long long tx = 0;; tx++) {
-        double due = start + (double)(tx * PER_TX) / w->rate_per_s, wait = due - obx_bench_now();
+        double due = (double)(tx * PER_TX) / w->rate_per_s;
 
-        if (due - start >= w->seconds) {
+        if (due >= w->seconds) {
             break;
         }
-        if (wait > 0) {
-            struct timespec ts = {(time_t)wait, (long)((wait - (double)(time_t)wait) * 1e9)};
-
-            nanosleep(&ts, NULL);
-        }
+        obx_bench_pace(start, due);
         obx_bench_write_batch(conn, PER_TX);
         w->written += PER_TX;
     }

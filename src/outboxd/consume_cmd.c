@@ -124,8 +124,7 @@ register_handlers(struct consume *w)
         outbox_error err;
         outbox_status st =
             s->kind == OBX_SPEC_SQL
-                ? outbox_consumer_add_tx_handler(w->consumer, s->name, s->filter, obx_sql_handler,
-                                                 s->body, &err)
+                ? outbox_consumer_add_sql_handler(w->consumer, s->name, s->filter, s->body, &err)
                 : outbox_consumer_add_ext_handler(w->consumer, s->name, s->filter, obx_exec_handler,
                                                   &w->execs[i], &err);
 

@@ -1,17 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * handlers.h - the handlers outboxd hosts from declarations (see
- * handler_spec.h): a SQL statement run in the ledger transaction, or a
- * command run with the envelope on stdin.
+ * handlers.h - the exec: handlers outboxd hosts from declarations (see
+ * handler_spec.h): a command run with the envelope on stdin. The sql:
+ * ones are the worker library's own (outbox_consumer_add_sql_handler).
  */
 #ifndef OBX_HANDLERS_H
 #define OBX_HANDLERS_H
 
 #include "outbox/worker.h"
-
-/* ctx: the statement (borrowed for the consumer's lifetime). */
-outbox_handler_result obx_sql_handler(void *ctx, PGconn *conn, const outbox_delivery *d,
-                                      outbox_error *err);
 
 /* What an exec handler runs. Borrowed for the consumer's lifetime. */
 struct obx_exec_handler {

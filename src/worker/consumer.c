@@ -390,6 +390,7 @@ outbox_consumer_free(outbox_consumer *c)
     }
     for (int i = 0; i < c->handler_count; i++) {
         free(c->handlers[i].filter);
+        free(c->handlers[i].statement);
     }
     obx_owned_strings_fini(&c->owned);
     pthread_mutex_destroy(&c->stats_lock);

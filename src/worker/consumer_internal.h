@@ -18,7 +18,7 @@
 
 enum { OBX_MAX_HANDLERS = 32 };
 
-enum obx_handler_kind { OBX_HANDLER_TX, OBX_HANDLER_EXT };
+enum obx_handler_kind { OBX_HANDLER_TX, OBX_HANDLER_EXT, OBX_HANDLER_SQL };
 
 struct obx_handler {
     char name[65];
@@ -26,8 +26,18 @@ struct obx_handler {
     enum obx_handler_kind kind;
     outbox_tx_handler_fn tx;
     outbox_ext_handler_fn ext;
-    void *ctx; /* borrowed from the caller */
+    void *ctx;       /* borrowed from the caller */
+    char *statement; /* SQL handlers: owned */
 };
+
+/*
+ * Runs a SQL handler's statement for `count` deliveries inside the open
+ * transaction on `conn`, in one pipeline, filling results[i] (and errs[i]
+ * for a FAIL). A statement that fails aborts the rest: they come back as
+ * RETRY, having not run.
+ */
+void obx_sql_handler_run(const char *statement, PGconn *conn, const outbox_delivery *const *d,
+                         size_t count, outbox_handler_result *results, outbox_error *errs);
 
 /* One message of a batch: who it is, and what its handlers decided. */
 struct obx_msg_verdict {

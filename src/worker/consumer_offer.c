@@ -14,6 +14,7 @@
  * backoff not yet over, a retry-later answer or a ledger outage only delay
  * the message (NAK), so JetStream's max_deliver never counts them.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -176,21 +177,78 @@ apply_claim_states(struct offer *o)
     obx_consumer_count(o->c, &o->c->stats.deferred, deferred);
 }
 
+/* The delivery handed to the handler for slot k. */
+static struct outbox_delivery
+delivery_of(const struct offer *o, size_t k)
+{
+    return (struct outbox_delivery){.msg = &o->batch->msgs[o->msg_index[k]],
+                                    .event_id = o->events[k].event_id,
+                                    .attempts = o->claims[k].attempts};
+}
+
+static void
+keep_reason(struct offer *o, size_t k, const outbox_error *herr)
+{
+    if (o->results[k] == OUTBOX_HANDLER_FAIL) {
+        snprintf(o->reasons[k], sizeof(o->reasons[k]), "%s",
+                 herr->message[0] ? herr->message : "handler failed");
+    }
+}
+
 /* Runs the handler for slot k; the result and a failure's reason are kept in `o`. */
 static void
 run_one(struct offer *o, size_t k, PGconn *conn)
 {
-    struct outbox_delivery d = {.msg = &o->batch->msgs[o->msg_index[k]],
-                                .event_id = o->events[k].event_id,
-                                .attempts = o->claims[k].attempts};
+    struct outbox_delivery d = delivery_of(o, k);
+    const outbox_delivery *one[] = {&d};
     outbox_error herr = {0};
 
-    o->results[k] = o->h->kind == OBX_HANDLER_TX ? o->h->tx(o->h->ctx, conn, &d, &herr)
-                                                 : o->h->ext(o->h->ctx, &d, &herr);
-    if (o->results[k] == OUTBOX_HANDLER_FAIL) {
-        snprintf(o->reasons[k], sizeof(o->reasons[k]), "%s",
-                 herr.message[0] ? herr.message : "handler failed");
+    switch (o->h->kind) {
+    case OBX_HANDLER_TX:
+        o->results[k] = o->h->tx(o->h->ctx, conn, &d, &herr);
+        break;
+    case OBX_HANDLER_EXT:
+        o->results[k] = o->h->ext(o->h->ctx, &d, &herr);
+        break;
+    case OBX_HANDLER_SQL:
+        obx_sql_handler_run(o->h->statement, conn, one, 1, &o->results[k], &herr);
+        break;
     }
+    keep_reason(o, k, &herr);
+}
+
+/* A SQL handler's whole batch in one pipeline (the fast path). 0, or -1 out of memory. */
+static int
+run_sql_batch(struct offer *o, PGconn *conn)
+{
+    struct outbox_delivery *d = calloc(o->count, sizeof(*d));
+    const outbox_delivery **dp = calloc(o->count, sizeof(*dp));
+    outbox_handler_result *results = calloc(o->count, sizeof(*results));
+    outbox_error *errs = calloc(o->count, sizeof(*errs));
+    size_t *slot = calloc(o->count, sizeof(*slot));
+    size_t n = 0;
+    int rc = d && dp && results && errs && slot ? 0 : -1;
+
+    for (size_t k = 0; rc == 0 && k < o->count; k++) {
+        if (o->claims[k].state == OBX_CLAIM_RUN) {
+            d[n] = delivery_of(o, k);
+            dp[n] = &d[n];
+            slot[n++] = k;
+        }
+    }
+    if (rc == 0 && n > 0) {
+        obx_sql_handler_run(o->h->statement, conn, dp, n, results, errs);
+        for (size_t i = 0; i < n; i++) {
+            o->results[slot[i]] = results[i];
+            keep_reason(o, slot[i], &errs[i]);
+        }
+    }
+    free(d);
+    free(dp);
+    free(results);
+    free(errs);
+    free(slot);
+    return rc;
 }
 
 /* Writes the outcome of slot k's failure or retry into the ledger and the verdict. */
@@ -203,7 +261,7 @@ settle_unhandled(struct offer *o, size_t k, outbox_error *err)
     struct obx_failure_result fr = {0};
     outbox_status st;
 
-    if (o->results[k] == OUTBOX_HANDLER_RETRY && o->h->kind == OBX_HANDLER_TX && o->only_msg < 0) {
+    if (o->results[k] == OUTBOX_HANDLER_RETRY && o->h->kind != OBX_HANDLER_EXT && o->only_msg < 0) {
         /* Usually a deadlock or serialization conflict with another replica's batch:
          * freed now, and run again alone right after this batch commits. */
         o->rerun[k] = 1;
@@ -302,18 +360,65 @@ settle_failures(struct offer *o, outbox_error *err)
     return st;
 }
 
+/*
+ * The fast path: every handler run straight in the batch transaction, one
+ * round trip per event instead of three. Sets `*clean` when all of them
+ * returned DONE and the transaction is still good; otherwise the caller
+ * rolls it all back (claims and effects alike) and takes the careful path.
+ */
 static outbox_status
-offer_transactional(struct offer *o, outbox_error *err)
+run_optimistic(struct offer *o, int *clean, outbox_error *err)
 {
-    const struct outbox_consumer_options *opts = &o->c->opts;
+    PGconn *conn = obx_ledger_connection(o->c->ledger);
+
+    *clean = 1;
+    if (o->h->kind == OBX_HANDLER_SQL && run_sql_batch(o, conn) != 0) {
+        return obx_fail(err, OUTBOX_ENOMEM, "consumer: out of memory");
+    }
+    for (size_t k = 0; k < o->count && *clean; k++) {
+        if (o->claims[k].state == OBX_CLAIM_RUN) {
+            if (o->h->kind != OBX_HANDLER_SQL) {
+                run_one(o, k, conn);
+            }
+            *clean = o->results[k] == OUTBOX_HANDLER_DONE;
+        }
+    }
+    *clean = *clean && PQtransactionStatus(conn) == PQTRANS_INTRANS;
+    if (!*clean && PQstatus(conn) == CONNECTION_BAD) {
+        return obx_fail(err, OUTBOX_EUNAVAILABLE, "ledger connection lost during a handler");
+    }
+    return OUTBOX_OK;
+}
+
+/* Begin and claim the batch; then run it fast, or with a savepoint per event. */
+static outbox_status
+claim_and_run(struct offer *o, int careful, int *clean, outbox_error *err)
+{
     outbox_status st = obx_ledger_begin(o->c->ledger, err);
 
     if (st == OUTBOX_OK) {
         st = obx_ledger_claim(o->c->ledger, o->h->name, o->events, o->count,
-                              opts->ledger_lease_seconds, CLAIM_LOCK_WAIT_MS, o->claims, err);
+                              o->c->opts.ledger_lease_seconds, CLAIM_LOCK_WAIT_MS, o->claims, err);
     }
-    if (st == OUTBOX_OK) {
+    if (st == OUTBOX_OK && careful) {
         st = run_in_savepoints(o, err);
+    } else if (st == OUTBOX_OK) {
+        st = run_optimistic(o, clean, err);
+    }
+    return st;
+}
+
+static outbox_status
+offer_transactional(struct offer *o, outbox_error *err)
+{
+    int clean = 1;
+    outbox_status st = claim_and_run(o, o->only_msg >= 0, &clean, err);
+
+    if (st == OUTBOX_OK && !clean) {
+        /* Someone did not say DONE: redo the batch with each event in a savepoint. */
+        obx_ledger_rollback(o->c->ledger);
+        memset(o->results, 0, o->count * sizeof(*o->results));
+        st = claim_and_run(o, 1, &clean, err);
     }
     if (st == OUTBOX_OK) {
         st = mark_successes(o, err);
@@ -440,7 +545,7 @@ obx_consumer_offer(struct outbox_consumer *c, const struct obx_handler *h,
     }
     if (o.count > 0 && h->kind == OBX_HANDLER_EXT) {
         st = offer_external(&o, err);
-    } else if (o.count > 0) {
+    } else if (o.count > 0) { /* transactional and SQL handlers */
         sort_for_locking(&o);
         st = offer_transactional(&o, err);
         if (st == OUTBOX_OK) {

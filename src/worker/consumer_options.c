@@ -193,3 +193,27 @@ outbox_consumer_add_ext_handler(outbox_consumer *c, const char *name, const char
 
     return add_handler(c, name, subject_filter, &h, err);
 }
+
+outbox_status
+outbox_consumer_add_sql_handler(outbox_consumer *c, const char *name, const char *subject_filter,
+                                const char *statement, outbox_error *err)
+{
+    struct obx_handler h = {.kind = OBX_HANDLER_SQL};
+    outbox_status st;
+
+    if (statement == NULL || statement[strspn(statement, " \t\r\n")] == '\0') {
+        obx_error_reset(err);
+        return obx_fail(err, OUTBOX_EINVAL, "handler \"%s\": the statement is empty",
+                        name ? name : "");
+    }
+    h.statement = strdup(statement);
+    if (h.statement == NULL) {
+        obx_error_reset(err);
+        return obx_fail(err, OUTBOX_ENOMEM, "out of memory");
+    }
+    st = add_handler(c, name, subject_filter, &h, err);
+    if (st != OUTBOX_OK) {
+        free(h.statement);
+    }
+    return st;
+}

@@ -1,0 +1,219 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * consume_bench.c - `outbox-bench consume`: handled events per second for
+ * a SQL handler (in the ledger transaction) with 1, 2 and 4 replicas on
+ * JetStream and on the DB backend, against the raw JetStream pull
+ * fetch+ack rate of the same messages measured in the same run; then
+ * publish-to-handled latency at a fixed moderate rate.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "bench.h"
+#include "stream_audit.h"
+
+#include "banned.h" /* last: poisons unsafe functions */
+
+enum { MAX_REPLICAS = 8 };
+
+struct consume_case {
+    outbox_bus_kind bus;
+    int replicas;
+    const char *stream, *prefix;
+    long long events;
+    double seconds; /* filled: first fetch to last handled */
+};
+
+struct replica {
+    outbox_consumer *consumer;
+    pthread_t thread;
+};
+
+static void *
+consumer_main(void *arg)
+{
+    outbox_error err;
+
+    outbox_consumer_run(arg, &err);
+    return NULL;
+}
+
+static void
+sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+
+    nanosleep(&ts, NULL);
+}
+
+static void
+start_consumers(const struct obx_bench_env *env, const struct consume_case *c, struct replica *r)
+{
+    for (int i = 0; i < c->replicas; i++) {
+        outbox_consumer_options o;
+        outbox_error err;
+        char name[32];
+
+        snprintf(name, sizeof(name), "bench-consumer-%d", i);
+        outbox_consumer_options_init(&o);
+        o.database_url = env->database_url;
+        o.nats_url = env->nats_url;
+        o.bus = c->bus;
+        o.stream = c->stream;
+        o.subject_prefix = c->prefix;
+        o.consumer_name = "bench";
+        o.name = name;
+        o.batch_size = env->batch > 1000 ? 1000 : env->batch;
+        o.poll_max_ms = 200;
+        if (outbox_consumer_new(&o, &r[i].consumer, &err) != OUTBOX_OK ||
+            outbox_consumer_add_sql_handler(r[i].consumer, "bench_sql", NULL, obx_bench_handler_sql,
+                                            &err) != OUTBOX_OK ||
+            pthread_create(&r[i].thread, NULL, consumer_main, r[i].consumer) != 0) {
+            fprintf(stderr, "outbox-bench: cannot start a consumer: %s\n", err.message);
+            exit(1);
+        }
+    }
+}
+
+static void
+totals(struct replica *r, int n, outbox_consumer_stats *sum)
+{
+    memset(sum, 0, sizeof(*sum));
+    for (int i = 0; i < n; i++) {
+        outbox_consumer_stats s;
+
+        outbox_consumer_stats_get(r[i].consumer, &s);
+        sum->fetched += s.fetched;
+        sum->handled += s.handled;
+        sum->failed += s.failed;
+    }
+}
+
+/* From the first fetch until every event is handled; returns events/s. */
+static double
+run_consumers(const struct obx_bench_env *env, struct consume_case *c)
+{
+    struct replica r[MAX_REPLICAS];
+    outbox_consumer_stats s;
+    double start = 0, deadline = obx_bench_now() + 300;
+
+    start_consumers(env, c, r);
+    do {
+        sleep_ms(start > 0 ? 5 : 1);
+        totals(r, c->replicas, &s);
+        if (start == 0 && s.fetched > 0) {
+            start = obx_bench_now();
+        }
+    } while ((long long)s.handled < c->events && obx_bench_now() < deadline);
+    c->seconds = obx_bench_now() - start;
+    for (int i = 0; i < c->replicas; i++) {
+        outbox_consumer_stop(r[i].consumer);
+    }
+    for (int i = 0; i < c->replicas; i++) {
+        pthread_join(r[i].thread, NULL);
+        outbox_consumer_free(r[i].consumer);
+    }
+    return (double)s.handled / c->seconds;
+}
+
+/* Loads the outbox and publishes it all with a relay (not timed). */
+static void
+publish_all(const struct obx_bench_env *env, PGconn *conn, struct consume_case *c)
+{
+    struct obx_bench_relay_case rc = {.replicas = 2, .batch = 500, .events = c->events};
+
+    obx_bench_preload(conn, c->events);
+    snprintf(rc.stream, sizeof(rc.stream), "%s", c->stream);
+    snprintf(rc.prefix, sizeof(rc.prefix), "%s", c->prefix);
+    if (obx_bench_stream_create(env->nats_url, c->stream, c->prefix) != 0) {
+        exit(1);
+    }
+    obx_bench_relay_case(env, &rc);
+}
+
+static void
+emit(const struct consume_case *c, const char *name, double rate, double raw, long long dups)
+{
+    json_t *line =
+        json_pack("{s:s, s:s, s:i, s:I, s:f, s:f, s:I, s:s}", "bench", "consume", "case", name,
+                  "replicas", c->replicas, "events", (json_int_t)c->events, "events_per_s", rate,
+                  "seconds", c->seconds, "effects_duplicated", (json_int_t)dups, "handler", "sql");
+
+    if (raw > 0) {
+        json_object_set_new(line, "ratio_to_raw", json_real(rate / raw));
+    }
+    obx_bench_emit(line);
+}
+
+/* The JetStream cases; returns the raw fetch+ack rate measured on the first stream. */
+static double
+jetstream_cases(const struct obx_bench_env *env, PGconn *conn)
+{
+    static const int replicas[] = {1, 2, 4};
+    double raw = 0;
+
+    for (size_t i = 0; i < sizeof(replicas) / sizeof(replicas[0]); i++) {
+        struct consume_case c = {.bus = OUTBOX_BUS_JETSTREAM,
+                                 .replicas = replicas[i],
+                                 .stream = "BENCH_CONSUME",
+                                 .prefix = "benchcons",
+                                 .events = env->events};
+        double rate;
+
+        obx_bench_effects_reset(conn);
+        publish_all(env, conn, &c);
+        if (i == 0 &&
+            obx_bench_raw_fetch_ack(env->nats_url, c.stream, "benchcons.>", c.events, &raw) == 0) {
+            obx_bench_emit(json_pack("{s:s, s:s, s:f, s:I, s:i}", "bench", "consume", "case",
+                                     "raw_fetch_ack", "events_per_s", raw, "events",
+                                     (json_int_t)c.events, "fetch_batch", 256));
+        }
+        rate = run_consumers(env, &c);
+        emit(&c, "consume_jetstream", rate, raw, obx_bench_effects_duplicated(conn));
+        obx_bench_stream_delete(env->nats_url, c.stream);
+    }
+    return raw;
+}
+
+static void
+db_cases(const struct obx_bench_env *env, PGconn *conn)
+{
+    static const int replicas[] = {1, 2, 4};
+
+    for (size_t i = 0; i < sizeof(replicas) / sizeof(replicas[0]); i++) {
+        struct consume_case c = {.bus = OUTBOX_BUS_DB,
+                                 .replicas = replicas[i],
+                                 .events = env->events,
+                                 .stream = "-",
+                                 .prefix = "events"};
+        double rate;
+
+        obx_bench_effects_reset(conn);
+        obx_bench_preload(conn, c.events);
+        rate = run_consumers(env, &c);
+        emit(&c, "consume_db", rate, 0, obx_bench_effects_duplicated(conn));
+    }
+}
+
+int
+obx_bench_consume(const struct obx_bench_env *env)
+{
+    PGconn *conn = obx_bench_connect(env);
+    double p50, p99;
+    long long samples;
+
+    jetstream_cases(env, conn);
+    db_cases(env, conn);
+    obx_bench_effects_reset(conn);
+    if (obx_bench_consume_latency(env, conn, 1000, env->seconds * 3, &p50, &p99, &samples) == 0) {
+        obx_bench_emit(json_pack("{s:s, s:s, s:i, s:f, s:f, s:I, s:i}", "bench", "consume", "case",
+                                 "latency", "rate", 1000, "p50_ms", p50, "p99_ms", p99, "samples",
+                                 (json_int_t)samples, "replicas", 1));
+    }
+    obx_bench_effects_reset(conn);
+    PQfinish(conn);
+    return 0;
+}

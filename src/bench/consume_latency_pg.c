@@ -1,0 +1,128 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * consume_latency_pg.c - end-to-end latency: a writer commits one event per
+ * transaction at a fixed rate, a relay publishes it, a consumer's SQL
+ * handler records when it ran. Latency is handled_at minus the event's
+ * occurred_at (taken just before the commit), computed by the database.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "bench.h"
+
+#include "banned.h" /* last: poisons unsafe functions */
+
+struct worker {
+    void *object;
+    int is_relay;
+    pthread_t thread;
+};
+
+static void *
+worker_main(void *arg)
+{
+    struct worker *w = arg;
+    outbox_error err;
+
+    if (w->is_relay) {
+        outbox_relay_run(w->object, &err);
+    } else {
+        outbox_consumer_run(w->object, &err);
+    }
+    return NULL;
+}
+
+static int
+start_workers(const struct obx_bench_env *env, struct worker *relay, struct worker *consumer)
+{
+    outbox_relay_options ro;
+    outbox_consumer_options co;
+    outbox_error err;
+
+    outbox_relay_options_init(&ro);
+    ro.database_url = env->database_url;
+    ro.nats_url = env->nats_url;
+    ro.stream = "BENCH_E2E";
+    ro.subject_prefix = "benche2e";
+    outbox_consumer_options_init(&co);
+    co.database_url = env->database_url;
+    co.nats_url = env->nats_url;
+    co.stream = "BENCH_E2E";
+    co.subject_prefix = "benche2e";
+    co.consumer_name = "bench-e2e";
+    co.poll_max_ms = 100;
+    *relay = (struct worker){.is_relay = 1};
+    *consumer = (struct worker){.is_relay = 0};
+    if (outbox_relay_new(&ro, (outbox_relay **)&relay->object, &err) != OUTBOX_OK ||
+        outbox_consumer_new(&co, (outbox_consumer **)&consumer->object, &err) != OUTBOX_OK ||
+        outbox_consumer_add_sql_handler(consumer->object, "bench_sql", NULL, obx_bench_handler_sql,
+                                        &err) != OUTBOX_OK) {
+        fprintf(stderr, "outbox-bench: latency: %s\n", err.message);
+        return -1;
+    }
+    pthread_create(&relay->thread, NULL, worker_main, relay);
+    pthread_create(&consumer->thread, NULL, worker_main, consumer);
+    return 0;
+}
+
+static void
+stop_workers(struct worker *relay, struct worker *consumer)
+{
+    outbox_relay_stop(relay->object);
+    outbox_consumer_stop(consumer->object);
+    pthread_join(relay->thread, NULL);
+    pthread_join(consumer->thread, NULL);
+    outbox_relay_free(relay->object);
+    outbox_consumer_free(consumer->object);
+}
+
+static int
+percentiles(PGconn *conn, double *p50, double *p99, long long *samples)
+{
+    PGresult *res =
+        PQexec(conn, "SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY ms), "
+                     "percentile_cont(0.99) WITHIN GROUP (ORDER BY ms), count(*) "
+                     "FROM (SELECT extract(epoch FROM f.handled_at - "
+                     "(e.envelope->>'occurred_at')::timestamptz) * 1000 AS ms "
+                     "FROM bench_effects f JOIN outbox.events e ON e.id = f.event_id) AS s");
+    int ok =
+        PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1 && !PQgetisnull(res, 0, 0);
+
+    if (ok) {
+        *p50 = strtod(PQgetvalue(res, 0, 0), NULL);
+        *p99 = strtod(PQgetvalue(res, 0, 1), NULL);
+        *samples = strtoll(PQgetvalue(res, 0, 2), NULL, 10);
+    }
+    PQclear(res);
+    return ok ? 0 : -1;
+}
+
+int
+obx_bench_consume_latency(const struct obx_bench_env *env, PGconn *conn, int rate_per_s,
+                          double seconds, double *p50_ms, double *p99_ms, long long *samples)
+{
+    struct worker relay, consumer;
+    long long count = (long long)(rate_per_s * seconds);
+    double start, deadline;
+
+    obx_bench_effects_reset(conn);
+    if (obx_bench_stream_create(env->nats_url, "BENCH_E2E", "benche2e") != 0 ||
+        start_workers(env, &relay, &consumer) != 0) {
+        return -1;
+    }
+    start = obx_bench_now();
+    for (long long i = 0; i < count; i++) {
+        obx_bench_pace(start, (double)i / rate_per_s);
+        obx_bench_write_batch(conn, 1);
+    }
+    deadline = obx_bench_now() + 15;
+    while (obx_bench_scalar(conn, "SELECT count(*) FROM bench_effects") < count &&
+           obx_bench_now() < deadline) {
+        obx_bench_pace(obx_bench_now(), 0.02);
+    }
+    stop_workers(&relay, &consumer);
+    obx_bench_stream_delete(env->nats_url, "BENCH_E2E");
+    return percentiles(conn, p50_ms, p99_ms, samples);
+}

@@ -1,0 +1,96 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * sql_handler_pg.c - SQL handlers: one statement per event, $1 = the
+ * envelope as jsonb, run inside the ledger's transaction so its effects
+ * commit with the claim and the `done` mark or not at all.
+ *
+ * A batch goes out as one libpq pipeline: every statement is sent, then one
+ * sync, then the results are read - one round trip instead of one per
+ * event. The pipeline runs inside the open transaction, so a failing
+ * statement aborts it; the ones after it are reported as not run (RETRY),
+ * and the consumer redoes the batch event by event.
+ */
+#include <string.h>
+
+#include "consumer_internal.h"
+#include "error.h"
+
+#include "banned.h" /* last: poisons unsafe functions */
+
+#define JSONB_OID 3802 /* so $1->>'id' needs no cast in the statement */
+
+/* The outcome of one statement's result. */
+static outbox_handler_result
+classify(PGconn *conn, PGresult *res, outbox_error *err)
+{
+    ExecStatusType st = PQresultStatus(res);
+    const char *sqlstate;
+
+    if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK) {
+        return OUTBOX_HANDLER_DONE;
+    }
+    if (st == PGRES_PIPELINE_ABORTED) {
+        return OUTBOX_HANDLER_RETRY; /* not run: an earlier statement failed */
+    }
+    sqlstate = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+    /*
+     * Not the handler's failure, so no attempt is spent: a lost connection
+     * (an outage), and class 40 (a deadlock or serialization failure with
+     * a concurrent transaction), which goes away when tried again.
+     */
+    if (obx_fail_pg(err, conn, res, "sql handler") == OUTBOX_EUNAVAILABLE ||
+        (sqlstate != NULL && strncmp(sqlstate, "40", 2) == 0)) {
+        return OUTBOX_HANDLER_RETRY;
+    }
+    return OUTBOX_HANDLER_FAIL;
+}
+
+static void
+fail_all(size_t count, outbox_handler_result *results, outbox_error *errs, PGconn *conn)
+{
+    for (size_t i = 0; i < count; i++) {
+        results[i] = OUTBOX_HANDLER_RETRY;
+        obx_fail(&errs[i], OUTBOX_EUNAVAILABLE, "sql handler: %s", PQerrorMessage(conn));
+    }
+}
+
+/* Reads one result per statement, then the sync's. */
+static void
+read_results(PGconn *conn, size_t count, outbox_handler_result *results, outbox_error *errs)
+{
+    for (size_t i = 0; i < count; i++) {
+        PGresult *res = PQgetResult(conn);
+
+        results[i] = res ? classify(conn, res, &errs[i]) : OUTBOX_HANDLER_RETRY;
+        PQclear(res);
+        PQclear(PQgetResult(conn)); /* the NULL that ends this statement's results */
+    }
+    for (PGresult *res; (res = PQgetResult(conn)) != NULL;) {
+        int sync = PQresultStatus(res) == PGRES_PIPELINE_SYNC;
+
+        PQclear(res);
+        if (sync) {
+            break;
+        }
+    }
+}
+
+void
+obx_sql_handler_run(const char *statement, PGconn *conn, const outbox_delivery *const *d,
+                    size_t count, outbox_handler_result *results, outbox_error *errs)
+{
+    const Oid types[] = {JSONB_OID};
+    int sent = PQenterPipelineMode(conn);
+
+    for (size_t i = 0; sent && i < count; i++) {
+        const char *params[] = {outbox_delivery_envelope(d[i], NULL)};
+
+        sent = PQsendQueryParams(conn, statement, 1, types, params, NULL, NULL, 0);
+    }
+    if (sent && PQpipelineSync(conn)) {
+        read_results(conn, count, results, errs);
+    } else {
+        fail_all(count, results, errs, conn);
+    }
+    PQexitPipelineMode(conn);
+}
