@@ -24,11 +24,6 @@
 
 enum { BATCH = 100, CASES = 5 };
 
-static const char payload[] =
-    "{\"stars\":5,\"title\":\"Amelie\",\"review\":\"A whimsical, warm film about small "
-    "kindnesses; the score is lovely and Paris has never looked better.\",\"reviewer\":"
-    "{\"id\":42,\"name\":\"Sam\"},\"tags\":[\"comedy\",\"romance\",\"paris\"]}";
-
 static const char business_row[] =
     "INSERT INTO bench_business (id, body) VALUES (gen_random_uuid(), repeat('x', 400))";
 
@@ -54,23 +49,6 @@ check_ok(outbox_status st, const outbox_error *err)
         fprintf(stderr, "outbox-bench: enqueue failed: %s\n", err->message);
         exit(1);
     }
-}
-
-/* A fresh event for each enqueue, as a service would build one. */
-static outbox_event *
-make_event(void)
-{
-    outbox_event *ev = outbox_event_new();
-    outbox_error err;
-    uuid_t agg;
-    char agg_text[37];
-
-    uuid_generate_random(agg);
-    uuid_unparse_lower(agg, agg_text);
-    check_ok(outbox_event_set_route(ev, "movie", "review.logged", &err), &err);
-    check_ok(outbox_event_set_aggregate_id(ev, agg_text, &err), &err);
-    check_ok(outbox_event_set_payload_json(ev, payload, strlen(payload), &err), &err);
-    return ev;
 }
 
 /* One "($n,'movie',$n+1,'review.logged',$n+2::jsonb)" tuple of the raw INSERT. */
@@ -107,7 +85,7 @@ raw_insert(PGconn *conn, int rows)
                         "{\"id\":\"%s\",\"event_type\":\"review.logged\",\"aggregate_type\":"
                         "\"movie\",\"aggregate_id\":\"%s\",\"occurred_at\":"
                         "\"2026-11-29T09:41:56.123Z\",\"schema_version\":1,\"payload\":%s}",
-                        ids[i], aggs[i], payload);
+                        ids[i], aggs[i], obx_bench_payload);
         envs[i] = obx_buf_take(&env);
         params[3 * i] = ids[i];
         params[3 * i + 1] = aggs[i];
@@ -149,7 +127,7 @@ run_once(struct bench_state *s, int which)
         break;
     case 2: /* enqueue_single */
         obx_bench_exec(s->conn, business_row);
-        s->events[0] = make_event();
+        s->events[0] = obx_bench_event();
         check_ok(outbox_enqueue(s->conn, s->events[0], &err), &err);
         outbox_event_free(s->events[0]);
         events = 1;
@@ -160,7 +138,7 @@ run_once(struct bench_state *s, int which)
         break;
     default: /* enqueue_batch */
         for (int i = 0; i < BATCH; i++) {
-            s->events[i] = make_event();
+            s->events[i] = obx_bench_event();
         }
         check_ok(outbox_enqueue_batch(s->conn, s->events, BATCH, &err), &err);
         for (int i = 0; i < BATCH; i++) {

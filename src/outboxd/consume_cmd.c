@@ -9,10 +9,9 @@
 #include <string.h>
 
 #include "commands.h"
-#include "daemon.h"
 #include "handler_spec.h"
 #include "handlers.h"
-#include "http.h"
+#include "metrics.h"
 
 #include "banned.h" /* last: poisons unsafe functions */
 
@@ -165,10 +164,7 @@ consumer_metrics(void *ctx, struct obx_buf *out)
     outbox_consumer_stats st;
 
     outbox_consumer_stats_get(ctx, &st);
-    const struct {
-        const char *name, *help;
-        unsigned long long value;
-    } counters[] = {
+    const struct obx_metric m[] = {
         {"fetched", "messages received", st.fetched},
         {"handled", "handler runs that finished", st.handled},
         {"skipped", "deliveries of events already handled", st.skipped},
@@ -179,40 +175,8 @@ consumer_metrics(void *ctx, struct obx_buf *out)
         {"ledger_errors", "deliveries redelivered because the ledger was away", st.ledger_errors},
     };
 
-    for (size_t i = 0; i < sizeof(counters) / sizeof(counters[0]); i++) {
-        obx_buf_appendf(out,
-                        "# HELP outbox_consumer_%s_total %s.\n# TYPE outbox_consumer_%s_total "
-                        "counter\noutbox_consumer_%s_total %llu\n",
-                        counters[i].name, counters[i].help, counters[i].name, counters[i].name,
-                        counters[i].value);
-    }
-    obx_buf_appendf(out,
-                    "# HELP outbox_database_up 1 while the database answers.\n"
-                    "# TYPE outbox_database_up gauge\noutbox_database_up %d\n"
-                    "# HELP outbox_broker_up 1 while the feed answers.\n"
-                    "# TYPE outbox_broker_up gauge\noutbox_broker_up %d\n",
-                    st.database_up, st.broker_up);
-}
-
-static int
-serve(struct consume *w, const struct obx_config *cfg)
-{
-    struct obx_http_handlers h = {
-        .ctx = w->consumer, .metrics = consumer_metrics, .ready = consumer_ready};
-    struct obx_daemon_job job = {
-        .ctx = w->consumer, .run = run_consumer, .stop = stop_consumer, .name = "consumer"};
-    struct obx_http *http = NULL;
-    char msg[256];
-    int code;
-
-    if (cfg->http_addr != NULL &&
-        (http = obx_http_start(cfg->http_addr, &h, msg, sizeof(msg))) == NULL) {
-        fprintf(stderr, "outboxd consume: %s\n", msg);
-        return 2;
-    }
-    code = obx_daemon_run(&job, (int)cfg->drain_timeout_seconds);
-    obx_http_stop(http);
-    return code;
+    obx_metrics_counters(out, "consumer", m, sizeof(m) / sizeof(m[0]));
+    obx_metrics_up(out, st.database_up, st.broker_up);
 }
 
 int
@@ -229,7 +193,14 @@ obx_cmd_consume(const struct obx_config *cfg, int argc, char **argv)
         if (outbox_consumer_new(&opts, &w.consumer, &err) != OUTBOX_OK) {
             fprintf(stderr, "outboxd consume: %s\n", err.message);
         } else if (register_handlers(&w) == 0) {
-            code = serve(&w, cfg);
+            code = obx_serve(&(struct obx_daemon_job){.ctx = w.consumer,
+                                                      .run = run_consumer,
+                                                      .stop = stop_consumer,
+                                                      .name = "consumer"},
+                             &(struct obx_http_handlers){.ctx = w.consumer,
+                                                         .metrics = consumer_metrics,
+                                                         .ready = consumer_ready},
+                             cfg);
         }
     }
     if (code != 1) { /* after an abandoned drain the consumer thread may still run */

@@ -19,6 +19,8 @@
 #include "sql_gen.h"
 #include "stream_audit.h"
 
+#include "pause.h"
+
 #include "banned.h" /* last: poisons unsafe functions */
 
 enum { CONSUMERS = 2, MAX_PROCS = OBX_DEMO_MAX_RELAYS + CONSUMERS };
@@ -45,10 +47,7 @@ struct audit {
 static double
 now_s(void)
 {
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+    return (double)obx_monotonic_ms() / 1000.0;
 }
 
 static int

@@ -15,6 +15,8 @@
 #include "demo.h"
 #include "outbox/outbox.h"
 
+#include "pause.h"
+
 #include "banned.h" /* last: poisons unsafe functions */
 
 enum { MAX_WRITERS = 32 };
@@ -33,10 +35,7 @@ struct obx_demo_writers {
 static double
 now_s(void)
 {
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+    return (double)obx_monotonic_ms() / 1000.0;
 }
 
 static int

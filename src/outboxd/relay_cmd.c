@@ -6,9 +6,8 @@
 #include <string.h>
 
 #include "commands.h"
-#include "daemon.h"
-#include "http.h"
 #include "log.h"
+#include "metrics.h"
 #include "outbox/worker.h"
 
 #include "banned.h" /* last: poisons unsafe functions */
@@ -81,10 +80,7 @@ relay_metrics(void *ctx, struct obx_buf *out)
     outbox_relay_stats st;
 
     outbox_relay_stats_get(ctx, &st);
-    const struct {
-        const char *name, *help;
-        unsigned long long value;
-    } counters[] = {
+    const struct obx_metric m[] = {
         {"leased", "rows leased", st.leased},
         {"published", "rows acked by the broker and finished", st.published},
         {"duplicates", "published rows the broker already had (deduplicated)", st.duplicates},
@@ -96,19 +92,8 @@ relay_metrics(void *ctx, struct obx_buf *out)
         {"batches", "lease batches published", st.batches},
     };
 
-    for (size_t i = 0; i < sizeof(counters) / sizeof(counters[0]); i++) {
-        obx_buf_appendf(out,
-                        "# HELP outbox_relay_%s_total %s.\n# TYPE outbox_relay_%s_total counter\n"
-                        "outbox_relay_%s_total %llu\n",
-                        counters[i].name, counters[i].help, counters[i].name, counters[i].name,
-                        counters[i].value);
-    }
-    obx_buf_appendf(out,
-                    "# HELP outbox_database_up 1 while the database answers.\n"
-                    "# TYPE outbox_database_up gauge\noutbox_database_up %d\n"
-                    "# HELP outbox_broker_up 1 while the broker answers.\n"
-                    "# TYPE outbox_broker_up gauge\noutbox_broker_up %d\n",
-                    st.database_up, st.broker_up);
+    obx_metrics_counters(out, "relay", m, sizeof(m) / sizeof(m[0]));
+    obx_metrics_up(out, st.database_up, st.broker_up);
 }
 
 int
@@ -117,10 +102,7 @@ obx_cmd_relay(const struct obx_config *cfg)
     outbox_relay_options opts;
     /* Static: after an abandoned drain the relay thread still uses it until exit. */
     static outbox_relay *relay;
-    struct obx_http *http = NULL;
-    struct obx_daemon_job job;
     outbox_error err;
-    char msg[256];
     int code;
 
     obx_relay_options_from_config(cfg, &opts);
@@ -128,21 +110,12 @@ obx_cmd_relay(const struct obx_config *cfg)
         fprintf(stderr, "outboxd relay: %s\n", err.message);
         return 2;
     }
-    if (cfg->http_addr != NULL) {
-        struct obx_http_handlers h = {.ctx = relay, .metrics = relay_metrics, .ready = relay_ready};
-
-        http = obx_http_start(cfg->http_addr, &h, msg, sizeof(msg));
-        if (http == NULL) {
-            fprintf(stderr, "outboxd relay: %s\n", msg);
-            outbox_relay_free(relay);
-            return 2;
-        }
-    }
-    job = (struct obx_daemon_job){
-        .ctx = relay, .run = run_relay, .stop = stop_relay, .name = "relay"};
-    code = obx_daemon_run(&job, (int)cfg->drain_timeout_seconds);
-    obx_http_stop(http);
-    if (code == 0) {
+    code = obx_serve(
+        &(struct obx_daemon_job){
+            .ctx = relay, .run = run_relay, .stop = stop_relay, .name = "relay"},
+        &(struct obx_http_handlers){.ctx = relay, .metrics = relay_metrics, .ready = relay_ready},
+        cfg);
+    if (code != 1) {
         outbox_relay_free(relay);
     }
     return code;

@@ -11,48 +11,19 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "consumer_internal.h"
 #include "error.h"
 #include "log.h"
+#include "pause.h"
 
 #include "banned.h" /* last: poisons unsafe functions */
 
 enum {
-    PAUSE_FIRST_MS = 250,
-    PAUSE_MAX_MS = 10000,
     MAINTENANCE_EVERY_MS = 5 * 60 * 1000,
     PRUNE_BATCH_ROWS = 1000,
     PRUNE_BATCHES_PER_PASS = 20,
 };
-
-static long long
-monotonic_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void
-pause_ms(struct outbox_consumer *c, int ms)
-{
-    long long until = monotonic_ms() + ms;
-
-    while (!c->stop_requested && monotonic_ms() < until) {
-        struct timespec ts = {0, 20 * 1000 * 1000};
-
-        nanosleep(&ts, NULL);
-    }
-}
-
-static int
-grow_pause(int ms)
-{
-    return ms == 0 ? PAUSE_FIRST_MS : (ms * 2 > PAUSE_MAX_MS ? PAUSE_MAX_MS : ms * 2);
-}
 
 void
 obx_consumer_count(struct outbox_consumer *c, unsigned long long *counter, unsigned long long n)
@@ -127,8 +98,8 @@ ensure_ledger(struct outbox_consumer *c)
         obx_log(OUTBOX_LOG_WARN, "database unavailable consumer=%s error=\"%s\"", c->opts.name,
                 err.message);
     }
-    c->db_pause_ms = grow_pause(c->db_pause_ms);
-    pause_ms(c, c->db_pause_ms);
+    c->db_pause_ms = obx_grow_pause(c->db_pause_ms);
+    obx_pause_ms(&c->stop_requested, c->db_pause_ms);
     return 0;
 }
 
@@ -154,6 +125,8 @@ open_feed(struct outbox_consumer *c, outbox_error *err)
         .tls_ca_file = o->nats_tls_ca_file,
         .tls_cert_file = o->nats_tls_cert_file,
         .tls_key_file = o->nats_tls_key_file,
+        /* A stream the feed creates gets the relay's settings (DESIGN.md "External contract"). */
+        .stream_max_age_seconds = o->stream_max_age_seconds,
     };
 
     return o->bus == OUTBOX_BUS_DB ? obx_feed_db_open(&fo, &c->feed, err)
@@ -180,8 +153,8 @@ ensure_feed(struct outbox_consumer *c)
         obx_log(OUTBOX_LOG_WARN, "feed unavailable consumer=%s error=\"%s\"", c->opts.name,
                 err.message);
     }
-    c->bus_pause_ms = grow_pause(c->bus_pause_ms);
-    pause_ms(c, c->bus_pause_ms);
+    c->bus_pause_ms = obx_grow_pause(c->bus_pause_ms);
+    obx_pause_ms(&c->stop_requested, c->bus_pause_ms);
     return 0;
 }
 
@@ -240,18 +213,23 @@ offer_to_handlers(struct outbox_consumer *c, struct obx_feed_batch *b, struct ob
     }
 }
 
-/* One settle per message: redeliver if any handler must see it again, else done. */
-static void
-settle(struct outbox_consumer *c, struct obx_feed_batch *b, const struct obx_msg_verdict *v)
+/*
+ * One settle per message: redeliver if any handler must see it again, else
+ * done. Returns the feed's status; the caller drops an unavailable feed
+ * only after finishing the batch, whose messages still use its connection.
+ */
+static outbox_status
+settle(struct outbox_consumer *c, struct obx_feed_batch *b, const struct obx_msg_verdict *v,
+       outbox_error *err)
 {
     enum obx_settle *what = calloc(b->count, sizeof(*what));
     long long *delay = calloc(b->count, sizeof(*delay));
-    outbox_error err = {0};
+    outbox_status st;
 
     if (what == NULL || delay == NULL) {
         free(what);
         free(delay);
-        return; /* out of memory: the server redelivers after ack_wait */
+        return OUTBOX_OK; /* out of memory: the server redelivers after ack_wait */
     }
     for (size_t i = 0; i < b->count; i++) {
         what[i] = OBX_SETTLE_ACK;
@@ -262,19 +240,17 @@ settle(struct outbox_consumer *c, struct obx_feed_batch *b, const struct obx_msg
             what[i] = OBX_SETTLE_TERM;
         }
     }
-    if (c->feed->ops->settle(c->feed, b, what, delay, &err) != OUTBOX_OK &&
-        err.code == OUTBOX_EUNAVAILABLE) {
-        drop_feed(c, &err);
-    }
+    st = c->feed->ops->settle(c->feed, b, what, delay, err);
     free(what);
     free(delay);
+    return st;
 }
 
 /* Ledger rows older than the retention go, in bounded batches. */
 static void
 maybe_maintain(struct outbox_consumer *c)
 {
-    long long now = monotonic_ms();
+    long long now = obx_monotonic_ms();
     size_t deleted = PRUNE_BATCH_ROWS;
     outbox_error err = {0};
 
@@ -310,25 +286,26 @@ crash_if_asked(struct outbox_consumer *c)
     }
 }
 
-static void
-handle_batch(struct outbox_consumer *c, struct obx_feed_batch *b)
+/* Handles and settles one batch; returns settle's status (OUTBOX_OK if it never came to it). */
+static outbox_status
+handle_batch(struct outbox_consumer *c, struct obx_feed_batch *b, outbox_error *err)
 {
     struct obx_msg_verdict *v = calloc(b->count, sizeof(*v));
+    outbox_status st;
 
     if (v == NULL) {
-        return; /* redelivered after ack_wait */
+        return OUTBOX_OK; /* redelivered after ack_wait */
     }
     obx_consumer_count(c, &c->stats.fetched, b->count);
     read_envelopes(c, b, v);
     offer_to_handlers(c, b, v);
     crash_if_asked(c);
-    if (c->feed != NULL) {
-        settle(c, b, v);
-    }
+    st = settle(c, b, v, err);
     for (size_t i = 0; i < b->count; i++) {
         obx_envelope_fini(&v[i].env);
     }
     free(v);
+    return st;
 }
 
 static void
@@ -337,6 +314,7 @@ run_loop(struct outbox_consumer *c)
     while (!c->stop_requested) {
         struct obx_feed_batch batch = {0};
         outbox_error err = {0};
+        int settle_failed = 0;
 
         if (!ensure_ledger(c) || !ensure_feed(c)) {
             continue;
@@ -347,11 +325,13 @@ run_loop(struct outbox_consumer *c)
             drop_feed(c, &err);
             continue;
         }
-        if (batch.count > 0) {
-            handle_batch(c, &batch);
+        if (batch.count > 0 && handle_batch(c, &batch, &err) != OUTBOX_OK) {
+            settle_failed = err.code == OUTBOX_EUNAVAILABLE;
         }
-        if (c->feed != NULL) {
-            c->feed->ops->batch_fini(c->feed, &batch);
+        /* The batch first: its messages use the feed's connection (feed.h, close). */
+        c->feed->ops->batch_fini(c->feed, &batch);
+        if (settle_failed) {
+            drop_feed(c, &err);
         }
     }
 }

@@ -6,9 +6,10 @@
  * claim everything, run each event in a savepoint, mark the successes done,
  * record failures and retries, commit. Claim, effects and `done` commit
  * together, so database effects happen exactly once and a crash leaves no
- * claim behind. External handlers: the claims commit first, each effect
- * runs outside any transaction, then its `done` mark (guarded by the owner
- * token) commits at once, to keep the re-run window after a crash small.
+ * claim behind. External handlers: each event's claim commits just before
+ * its effect runs outside any transaction, then its `done` mark (guarded
+ * by the owner token) commits at once, to keep the re-run window after a
+ * crash small.
  *
  * Attempts are spent only on handler failures. A claim held elsewhere, a
  * backoff not yet over, a retry-later answer or a ledger outage only delay
@@ -150,13 +151,13 @@ nak_all(struct offer *o)
     obx_consumer_count(o->c, &o->c->stats.ledger_errors, o->count);
 }
 
-/* Claims that need no run: done (skip), dead (skip), held or backing off (later). */
+/* Claims of slots [from, to) that need no run: done, dead (skip), held or backing off (later). */
 static void
-apply_claim_states(struct offer *o)
+apply_claim_states_in(struct offer *o, size_t from, size_t to)
 {
     size_t skipped = 0, deferred = 0;
 
-    for (size_t k = 0; k < o->count; k++) {
+    for (size_t k = from; k < to; k++) {
         switch (o->claims[k].state) {
         case OBX_CLAIM_DONE:
             skipped++;
@@ -175,6 +176,12 @@ apply_claim_states(struct offer *o)
     }
     obx_consumer_count(o->c, &o->c->stats.skipped, skipped);
     obx_consumer_count(o->c, &o->c->stats.deferred, deferred);
+}
+
+static void
+apply_claim_states(struct offer *o)
+{
+    apply_claim_states_in(o, 0, o->count);
 }
 
 /* The delivery handed to the handler for slot k. */
@@ -459,23 +466,31 @@ run_external(struct offer *o, size_t k, outbox_error *err)
     return OUTBOX_OK;
 }
 
+/*
+ * Each event is claimed right before its handler runs, not with the rest
+ * of the batch: claims taken together age while the handlers before them
+ * run, and one whose lease ran out meanwhile can be taken over by another
+ * replica - which then runs the same handler for the same event at the
+ * same time, or marks it done before this replica runs it again.
+ */
 static outbox_status
 offer_external(struct offer *o, outbox_error *err)
 {
-    outbox_status st =
-        obx_ledger_claim(o->c->ledger, o->h->name, o->events, o->count,
-                         o->c->opts.ledger_lease_seconds, CLAIM_LOCK_WAIT_MS, o->claims, err);
+    outbox_status st = OUTBOX_OK;
     size_t k = 0;
 
-    if (st != OUTBOX_OK) {
-        nak_all(o);
-        return st;
-    }
-    apply_claim_states(o);
-    for (; k < o->count; k++) {
+    while (k < o->count) {
+        st = obx_ledger_claim(o->c->ledger, o->h->name, &o->events[k], 1,
+                              o->c->opts.ledger_lease_seconds, CLAIM_LOCK_WAIT_MS, &o->claims[k],
+                              err);
+        if (st != OUTBOX_OK) {
+            break; /* slot k is not claimed: its state is still RUN, so it is redelivered */
+        }
+        apply_claim_states_in(o, k, k + 1);
         if (o->claims[k].state == OBX_CLAIM_RUN && (st = run_external(o, k, err)) != OUTBOX_OK) {
             break; /* slot k's outcome was not recorded: it is redelivered with the rest */
         }
+        k++;
     }
     /* The ledger went away: what was not settled comes back later, nothing spent. */
     for (; st != OUTBOX_OK && k < o->count; k++) {

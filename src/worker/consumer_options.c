@@ -41,10 +41,7 @@ outbox_consumer_options_init(outbox_consumer_options *o)
 static outbox_status
 check_numbers(const outbox_consumer_options *o, outbox_error *err)
 {
-    const struct {
-        const char *name;
-        long long value, min, max;
-    } ranges[] = {
+    const struct obx_range ranges[] = {
         {"batch_size", o->batch_size, 1, 10000},
         {"ack_wait_seconds", o->ack_wait_seconds, 1, 86400},
         {"max_deliver", o->max_deliver, -1, 1000000000},
@@ -56,15 +53,7 @@ check_numbers(const outbox_consumer_options *o, outbox_error *err)
         {"poll_max_ms", o->poll_max_ms, 10, 60000},
         {"ledger_retention_seconds", o->ledger_retention_seconds, 1, 3650LL * 86400},
     };
-    outbox_status st = OUTBOX_OK;
-
-    for (size_t i = 0; i < sizeof(ranges) / sizeof(ranges[0]) && st == OUTBOX_OK; i++) {
-        if (ranges[i].value < ranges[i].min || ranges[i].value > ranges[i].max) {
-            st = obx_fail(err, OUTBOX_EINVAL, "%s %lld is outside %lld to %lld", ranges[i].name,
-                          ranges[i].value, ranges[i].min, ranges[i].max);
-        }
-    }
-    return st;
+    return obx_check_ranges(ranges, sizeof(ranges) / sizeof(ranges[0]), err);
 }
 
 static outbox_status

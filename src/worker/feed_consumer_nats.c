@@ -31,6 +31,7 @@
 #include "banned.h" /* last: poisons unsafe functions */
 
 #define ERR_CONSUMER_NOT_FOUND  10014
+#define ERR_STREAM_NOT_FOUND    10059
 #define DEFAULT_MAX_ACK_PENDING 1000 /* what the server sets when none is given */
 
 /* INFO, or CREATE with a body; *reply owned by the caller. */
@@ -45,7 +46,7 @@ consumer_request(natsConnection *nc, const struct obx_consumer_spec *spec, const
     return obx_js_api_request(nc, subject, body, "asking jetstream about the consumer", reply, err);
 }
 
-/* The consumer's config (owned), or NULL in *config when there is none. */
+/* The consumer's config (owned), or NULL in *config when it (or its stream) is missing. */
 static outbox_status
 fetch_config(natsConnection *nc, const struct obx_consumer_spec *spec, json_t **config,
              outbox_error *err)
@@ -60,7 +61,7 @@ fetch_config(natsConnection *nc, const struct obx_consumer_spec *spec, json_t **
         return st;
     }
     if (obx_js_api_error(reply, &code, &text)) {
-        if (code != ERR_CONSUMER_NOT_FOUND) {
+        if (code != ERR_CONSUMER_NOT_FOUND && code != ERR_STREAM_NOT_FOUND) {
             st = obx_fail(err, OUTBOX_EUNAVAILABLE, "reading consumer %s: %s (err_code=%d)",
                           spec->consumer, text, code);
         }
@@ -295,6 +296,20 @@ obx_consumer_ensure(natsConnection *nc, const struct obx_consumer_spec *spec, ou
     }
     if (st == OUTBOX_OK) {
         st = reconcile(nc, spec, &config, err);
+    }
+    json_decref(config);
+    return st;
+}
+
+outbox_status
+obx_consumer_exists(natsConnection *nc, const struct obx_consumer_spec *spec, int *exists,
+                    outbox_error *err)
+{
+    json_t *config = NULL;
+    outbox_status st = fetch_config(nc, spec, &config, err);
+
+    if (st == OUTBOX_OK) {
+        *exists = config != NULL;
     }
     json_decref(config);
     return st;

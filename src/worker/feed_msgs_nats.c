@@ -110,6 +110,19 @@ fill(struct obx_nats_feed *f, natsMsgList *list, struct obx_feed_batch *out, out
     return OUTBOX_OK;
 }
 
+/* Quiet for a while: is the consumer still there? If not, the next fetch creates it. */
+static void
+recheck_consumer(struct obx_nats_feed *f)
+{
+    outbox_error e = {0};
+    int exists = 1;
+
+    f->checked_ms = obx_nats_feed_now_ms();
+    if (obx_consumer_exists(f->nc, &f->spec, &exists, &e) == OUTBOX_OK && !exists) {
+        f->ready = 0;
+    }
+}
+
 outbox_status
 obx_nats_feed_fetch(struct obx_feed *feed, size_t max, int timeout_ms, struct obx_feed_batch *out,
                     outbox_error *err)
@@ -130,7 +143,7 @@ obx_nats_feed_fetch(struct obx_feed *feed, size_t max, int timeout_ms, struct ob
                                 timeout_ms > 0 ? timeout_ms : 1, &code);
     if (ns == NATS_TIMEOUT && obx_nats_feed_connected(f)) {
         if (obx_nats_feed_now_ms() - f->checked_ms >= OBX_FEED_RECHECK_MS) {
-            f->ready = 0; /* quiet for a while: is the consumer still there? */
+            recheck_consumer(f);
         }
         return OUTBOX_OK; /* nothing to deliver */
     }
@@ -142,6 +155,7 @@ obx_nats_feed_fetch(struct obx_feed *feed, size_t max, int timeout_ms, struct ob
         }
         return obx_nats_fail(err, ns, OUTBOX_EUNAVAILABLE, "fetching from the consumer");
     }
+    f->checked_ms = obx_nats_feed_now_ms(); /* messages came: the consumer is there */
     return fill(f, &list, out, err);
 }
 

@@ -19,7 +19,7 @@
 /*
  * nats-server 2.9 drops a pull request for a consumer that no longer
  * exists without an answer: the fetch just times out. So while fetches
- * come back empty, the setup is checked again this often.
+ * come back empty, the consumer's existence is checked this often.
  */
 #define OBX_FEED_RECHECK_MS 10000
 
@@ -57,7 +57,7 @@ struct obx_nats_feed {
     char *stream, *prefix, *consumer, *filter; /* owned; spec points at them */
     long long stream_max_age_seconds;
     int ready;                /* stream and consumer checked since the last (re)connect */
-    long long checked_ms;     /* when they were last checked (monotonic) */
+    long long checked_ms;     /* when the consumer was last seen (monotonic) */
     unsigned seen_reconnects; /* shared->reconnects when last checked */
     size_t live_batches;      /* batches whose messages still need `sub` */
     long long last_reopen_ms;
@@ -99,5 +99,9 @@ void obx_nats_feed_batch_fini(struct obx_feed *feed, struct obx_feed_batch *batc
  */
 outbox_status obx_consumer_ensure(natsConnection *nc, const struct obx_consumer_spec *spec,
                                   outbox_error *err);
+
+/* Sets *exists to whether the consumer (and its stream) exist; changes and logs nothing. */
+outbox_status obx_consumer_exists(natsConnection *nc, const struct obx_consumer_spec *spec,
+                                  int *exists, outbox_error *err);
 
 #endif

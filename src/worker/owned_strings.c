@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * owned_strings.c - owned copies of option strings.
+ * owned_strings.c - owned copies of option strings, and bounds checks.
  */
 #include "owned_strings.h"
+
+#include "error.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,4 +48,16 @@ obx_default_replica_name(char *out, size_t cap)
     gethostname(host, sizeof(host) - 1);
     host[sizeof(host) - 1] = '\0';
     snprintf(out, cap, "%s-%ld", host, (long)getpid());
+}
+
+outbox_status
+obx_check_ranges(const struct obx_range *ranges, size_t count, outbox_error *err)
+{
+    for (size_t i = 0; i < count; i++) {
+        if (ranges[i].value < ranges[i].min || ranges[i].value > ranges[i].max) {
+            return obx_fail(err, OUTBOX_EINVAL, "%s %lld is outside %lld to %lld", ranges[i].name,
+                            ranges[i].value, ranges[i].min, ranges[i].max);
+        }
+    }
+    return OUTBOX_OK;
 }

@@ -10,10 +10,10 @@
  */
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "error.h"
 #include "log.h"
+#include "pause.h"
 #include "relay_batch.h"
 #include "relay_internal.h"
 #include "stream.h"
@@ -28,43 +28,6 @@ enum {
     PRUNE_BATCH_ROWS = 1000, /* rows per retention delete, so no pass holds locks long */
     PRUNE_BATCHES_PER_PASS = 20,
 };
-
-static long long
-monotonic_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* Sleeps `ms`, waking early when a stop is requested. */
-static void
-pause_ms(struct outbox_relay *relay, int ms)
-{
-    long long until = monotonic_ms() + ms;
-
-    while (!relay->stop_requested) {
-        long long left = until - monotonic_ms();
-        struct timespec ts;
-
-        if (left <= 0) {
-            return;
-        }
-        if (left > 50) {
-            left = 50;
-        }
-        ts.tv_sec = 0;
-        ts.tv_nsec = (long)left * 1000000L;
-        nanosleep(&ts, NULL);
-    }
-}
-
-static int
-grow_pause(int ms)
-{
-    return ms == 0 ? PAUSE_FIRST_MS : (ms * 2 > PAUSE_MAX_MS ? PAUSE_MAX_MS : ms * 2);
-}
 
 static void
 set_up_flag(struct outbox_relay *relay, int *flag, int up)
@@ -114,8 +77,8 @@ ensure_store(struct outbox_relay *relay)
         obx_log(OUTBOX_LOG_WARN, "database unavailable relay=%s error=\"%s\"", relay->opts.name,
                 err.message);
     }
-    relay->db_pause_ms = grow_pause(relay->db_pause_ms);
-    pause_ms(relay, relay->db_pause_ms);
+    relay->db_pause_ms = obx_grow_pause(relay->db_pause_ms);
+    obx_pause_ms(&relay->stop_requested, relay->db_pause_ms);
     return 0;
 }
 
@@ -192,8 +155,8 @@ ensure_bus(struct outbox_relay *relay)
                 err.message);
         set_up_flag(relay, &relay->stats.broker_up, 0);
     }
-    relay->bus_pause_ms = grow_pause(relay->bus_pause_ms);
-    pause_ms(relay, relay->bus_pause_ms);
+    relay->bus_pause_ms = obx_grow_pause(relay->bus_pause_ms);
+    obx_pause_ms(&relay->stop_requested, relay->bus_pause_ms);
     return 0;
 }
 
@@ -288,7 +251,7 @@ log_outcomes(struct outbox_relay *relay, const struct obx_lease *lease,
 static int
 reconnect_until(struct outbox_relay *relay, long long deadline_ms)
 {
-    while (!relay->stop_requested && monotonic_ms() < deadline_ms) {
+    while (!relay->stop_requested && obx_monotonic_ms() < deadline_ms) {
         if (ensure_store(relay)) {
             return 1;
         }
@@ -328,7 +291,7 @@ finish_batch(struct outbox_relay *relay, const struct obx_lease *lease, struct o
         .backoff_cap_ms = relay->opts.backoff_cap_ms,
     };
     /* Leave a margin: a retry that lands after the lease ends changes nothing anyway. */
-    long long deadline_ms = monotonic_ms() + (long long)relay->opts.lease_seconds * 1000 / 2;
+    long long deadline_ms = obx_monotonic_ms() + (long long)relay->opts.lease_seconds * 1000 / 2;
     struct obx_finish_counts counts;
     outbox_error err = {0};
     outbox_status st;
@@ -439,7 +402,7 @@ publish_batch(struct outbox_relay *relay, const struct obx_lease *cur, struct ob
         transport_failed = any_unavailable(&b);
     }
     if (transport_failed) {
-        relay->bus_pause_ms = grow_pause(relay->bus_pause_ms);
+        relay->bus_pause_ms = obx_grow_pause(relay->bus_pause_ms);
     }
     finish_batch(relay, cur, &b, transport_failed ? relay->bus_pause_ms : 0);
     obx_relay_batch_fini(&b);
@@ -450,7 +413,7 @@ publish_batch(struct outbox_relay *relay, const struct obx_lease *cur, struct ob
 static void
 maybe_maintain(struct outbox_relay *relay)
 {
-    long long now = monotonic_ms();
+    long long now = obx_monotonic_ms();
     size_t deleted = PRUNE_BATCH_ROWS;
     outbox_error err = {0};
 
@@ -484,7 +447,7 @@ wait_for_work(struct outbox_relay *relay, int idle_ms)
         }
         return;
     }
-    pause_ms(relay, idle_ms);
+    obx_pause_ms(&relay->stop_requested, idle_ms);
 }
 
 static void
@@ -515,7 +478,7 @@ run_loop(struct outbox_relay *relay)
             obx_log(OUTBOX_LOG_WARN, "publishing paused relay=%s pause_ms=%d", relay->opts.name,
                     relay->bus_pause_ms);
             set_up_flag(relay, &relay->stats.broker_up, 0);
-            pause_ms(relay, relay->bus_pause_ms);
+            obx_pause_ms(&relay->stop_requested, relay->bus_pause_ms);
         }
         obx_lease_fini(&cur);
         cur = next;

@@ -45,16 +45,6 @@ outbox_relay_options_init(outbox_relay_options *o)
     o->duplicate_window_seconds = 3600;
 }
 
-static outbox_status
-check_range(const char *name, long long value, long long min, long long max, outbox_error *err)
-{
-    if (value < min || value > max) {
-        return obx_fail(err, OUTBOX_EINVAL, "%s %lld is outside %lld to %lld", name, value, min,
-                        max);
-    }
-    return OUTBOX_OK;
-}
-
 /* NATS stream names: no whitespace, dots or wildcards (they become API subjects). */
 static int
 stream_name_valid(const char *name)
@@ -67,10 +57,7 @@ stream_name_valid(const char *name)
 static outbox_status
 check_numbers(const outbox_relay_options *o, outbox_error *err)
 {
-    const struct {
-        const char *name;
-        long long value, min, max;
-    } ranges[] = {
+    const struct obx_range ranges[] = {
         {"batch_size", o->batch_size, 1, 10000},
         {"lease_seconds", o->lease_seconds, 1, 3600},
         {"max_attempts", o->max_attempts, 1, 1000},
@@ -86,12 +73,7 @@ check_numbers(const outbox_relay_options *o, outbox_error *err)
         {"stream_max_bytes", o->stream_max_bytes, -1, 1LL << 62},
         {"duplicate_window_seconds", o->duplicate_window_seconds, 1, 7 * 86400},
     };
-    outbox_status st = OUTBOX_OK;
-
-    for (size_t i = 0; i < sizeof(ranges) / sizeof(ranges[0]) && st == OUTBOX_OK; i++) {
-        st = check_range(ranges[i].name, ranges[i].value, ranges[i].min, ranges[i].max, err);
-    }
-    return st;
+    return obx_check_ranges(ranges, sizeof(ranges) / sizeof(ranges[0]), err);
 }
 
 static outbox_status
@@ -125,11 +107,18 @@ obx_relay_options_adopt(struct outbox_relay *relay, const outbox_relay_options *
                         outbox_error *err)
 {
     outbox_relay_options *o = &relay->opts;
-    const char **const strings[] = {
-        &o->database_url,      &o->schema,           &o->nats_url,           &o->stream,
-        &o->subject_prefix,    &o->ce_source,        &o->name,               &o->nats_creds_file,
-        &o->nats_tls_ca_file,  &o->nats_tls_cert_file, &o->nats_tls_key_file,
-        &o->crash_on_event_type};
+    const char **const strings[] = {&o->database_url,
+                                    &o->schema,
+                                    &o->nats_url,
+                                    &o->stream,
+                                    &o->subject_prefix,
+                                    &o->ce_source,
+                                    &o->name,
+                                    &o->nats_creds_file,
+                                    &o->nats_tls_ca_file,
+                                    &o->nats_tls_cert_file,
+                                    &o->nats_tls_key_file,
+                                    &o->crash_on_event_type};
     outbox_status st = check_options(opts, err);
 
     if (st != OUTBOX_OK) {

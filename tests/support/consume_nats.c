@@ -80,9 +80,33 @@ consume_nats_state_read(const char *nats_url, const char *stream, const char *co
     out->ack_wait_ns = ci->Config->AckWait;
     out->max_deliver = ci->Config->MaxDeliver;
     out->max_ack_pending = ci->Config->MaxAckPending;
+    out->created_ns = ci->Created;
     snprintf(out->description, sizeof(out->description), "%s",
              ci->Config->Description != NULL ? ci->Config->Description : "");
     jsConsumerInfo_Destroy(ci);
+    conn_close(&c);
+    return 0;
+}
+
+int
+consume_nats_stream_max_age(const char *nats_url, const char *stream, int64_t *seconds, char *err,
+                            size_t cap)
+{
+    struct conn c;
+    jsStreamInfo *si = NULL;
+    jsErrCode code = 0;
+    natsStatus s;
+
+    if (conn_open(&c, nats_url, err, cap) != 0) {
+        return -1;
+    }
+    s = js_GetStreamInfo(&si, c.js, stream, NULL, &code);
+    if (s != NATS_OK) {
+        conn_close(&c);
+        return fail(err, cap, "stream info", s, code);
+    }
+    *seconds = si->Config->MaxAge / NS_PER_S;
+    jsStreamInfo_Destroy(si);
     conn_close(&c);
     return 0;
 }
@@ -107,6 +131,32 @@ consume_nats_last_seq(const char *nats_url, const char *stream, uint64_t *out, c
     *out = si->State.LastSeq;
     jsStreamInfo_Destroy(si);
     conn_close(&c);
+    return 0;
+}
+
+int
+consume_nats_msg_id(const char *nats_url, const char *stream, uint64_t seq, char *id,
+                    size_t id_cap, char *err, size_t cap)
+{
+    struct conn c;
+    natsMsg *m = NULL;
+    const char *value = NULL;
+    jsErrCode code = 0;
+    natsStatus s;
+
+    if (conn_open(&c, nats_url, err, cap) != 0) {
+        return -1;
+    }
+    s = js_GetMsg(&m, c.js, stream, seq, NULL, &code);
+    conn_close(&c);
+    if (s != NATS_OK) {
+        return fail(err, cap, "getting a message", s, code);
+    }
+    if (natsMsgHeader_Get(m, "Nats-Msg-Id", &value) != NATS_OK) {
+        value = "";
+    }
+    snprintf(id, id_cap, "%s", value);
+    natsMsg_Destroy(m);
     return 0;
 }
 

@@ -23,15 +23,24 @@ struct consume_nats_state {
     int64_t ack_wait_ns;
     int64_t max_deliver;
     int64_t max_ack_pending;
+    int64_t created_ns; /* when the server created it: the same after an update in place */
     char description[128];
 };
 
 int consume_nats_state_read(const char *nats_url, const char *stream, const char *consumer,
                             struct consume_nats_state *out, char *err, size_t cap);
 
+/* The stream's max_age in seconds (0: unlimited). */
+int consume_nats_stream_max_age(const char *nats_url, const char *stream, int64_t *seconds,
+                                char *err, size_t cap);
+
 /* The stream's last sequence number (0 when empty). */
 int consume_nats_last_seq(const char *nats_url, const char *stream, uint64_t *out, char *err,
                           size_t cap);
+
+/* The Nats-Msg-Id of message `seq` of `stream` ("" if it has none). */
+int consume_nats_msg_id(const char *nats_url, const char *stream, uint64_t seq, char *id,
+                        size_t id_cap, char *err, size_t cap);
 
 /*
  * Publishes the body of every message of `stream` from `first_seq` to

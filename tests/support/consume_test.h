@@ -37,8 +37,8 @@
 /*
  * The effects table (no unique constraint: duplicates stay countable), the
  * committed-ids table of relay_test.h, and ledger_log: one row per write on
- * processed_events, stamped with the writing transaction's now() and the
- * wall clock of the database.
+ * processed_events (its new values, and the owner token it replaced),
+ * stamped with the writing transaction's now() and the database's clock.
  */
 static inline void
 consume_test_prepare(PGconn *conn)
@@ -49,12 +49,14 @@ consume_test_prepare(PGconn *conn)
     harness_exec(conn, "CREATE TABLE public.ledger_log (seq bigserial PRIMARY KEY, "
                        "at timestamptz NOT NULL, tx_now timestamptz NOT NULL, event_id uuid, "
                        "handler text, status text, attempts integer, owner_token uuid, "
-                       "next_attempt_at timestamptz, dead_at timestamptz)");
+                       "old_owner_token uuid, next_attempt_at timestamptz, "
+                       "dead_at timestamptz)");
     harness_exec(conn, "CREATE FUNCTION public.log_ledger() RETURNS trigger LANGUAGE plpgsql AS "
                        "$$BEGIN INSERT INTO public.ledger_log (at, tx_now, event_id, handler, "
-                       "status, attempts, owner_token, next_attempt_at, dead_at) VALUES "
-                       "(clock_timestamp(), now(), NEW.event_id, NEW.handler, NEW.status, "
-                       "NEW.attempts, NEW.owner_token, NEW.next_attempt_at, NEW.dead_at); "
+                       "status, attempts, owner_token, old_owner_token, next_attempt_at, "
+                       "dead_at) VALUES (clock_timestamp(), now(), NEW.event_id, NEW.handler, "
+                       "NEW.status, NEW.attempts, NEW.owner_token, CASE WHEN TG_OP = 'UPDATE' "
+                       "THEN OLD.owner_token END, NEW.next_attempt_at, NEW.dead_at); "
                        "RETURN NEW; END$$");
     harness_exec(conn, "CREATE TRIGGER log_ledger AFTER INSERT OR UPDATE ON "
                        "outbox.processed_events FOR EACH ROW EXECUTE FUNCTION public.log_ledger()");
@@ -78,16 +80,53 @@ consume_test_env(struct relay_env *env, const char *bus, const char *stream, con
     relay_env_set(env, "OUTBOX_HANDLER_TIMEOUT_SECONDS", "30");
 }
 
-/* 1 for the JetStream backend, 0 for OUTBOX_BUS=db. */
-static inline int
-consume_test_is_jetstream(const struct relay_env *env)
+/*
+ * A consumer group on one backend with its own stream and subject prefix
+ * (from `tag`): the consumers' settings, and for JetStream a relay that
+ * feeds the stream from the outbox for as long as the group lives.
+ */
+struct consume_group {
+    struct relay_env env;       /* the consumers' settings */
+    struct relay_env relay_env; /* JetStream: the relay's settings */
+    struct harness_proc relay;  /* JetStream: the relay */
+    char stream[40];
+    char prefix[40];
+    int jetstream;
+};
+
+/*
+ * `bus` is "jetstream" or "db"; `dir` (may be NULL) becomes CONSUME_DIR for
+ * exec: handlers. The consumer group is named "group".
+ */
+static inline void
+consume_group_init(struct consume_group *g, const char *bus, const char *tag, const char *dir)
 {
-    for (size_t i = 0; i < env->count; i++) {
-        if (strcmp(env->vars[i], "OUTBOX_BUS=db") == 0) {
-            return 0;
-        }
+    memset(g, 0, sizeof(*g));
+    g->jetstream = strcmp(bus, "jetstream") == 0;
+    snprintf(g->stream, sizeof(g->stream), "C_%s_%s", tag, g->jetstream ? "JS" : "DB");
+    snprintf(g->prefix, sizeof(g->prefix), "c%s%s", tag, g->jetstream ? "js" : "db");
+    for (char *p = g->prefix; *p != '\0'; p++) {
+        *p = (char)(*p >= 'A' && *p <= 'Z' ? *p - 'A' + 'a' : *p);
     }
-    return 1;
+    consume_test_env(&g->env, bus, g->stream, g->prefix, "group");
+    if (dir != NULL) {
+        relay_env_set(&g->env, "CONSUME_DIR", dir);
+    }
+    if (g->jetstream) {
+        relay_test_env(&g->relay_env, g->stream, g->prefix);
+        relay_test_start(&g->relay, &g->relay_env, "relay");
+    }
+}
+
+/* Stops the relay (it must exit 0) and frees the settings. */
+static inline void
+consume_group_fini(struct consume_group *g)
+{
+    if (g->jetstream) {
+        relay_test_stop(&g->relay, 10000);
+        relay_env_fini(&g->relay_env);
+    }
+    relay_env_fini(&g->env);
 }
 
 /* Starts `outboxd consume` named `name` with `handlers` (NULL-terminated specs). */
@@ -154,11 +193,11 @@ consume_test_stop(struct harness_proc *p, int timeout_ms)
               "the consumer logged a password:\n%s", harness_proc_log(p));
 }
 
-/* A number from SQL with `handler` as its only parameter ($1). */
+/* A number from SQL with `arg` as its only parameter ($1). */
 static inline long long
-consume_test_ll(PGconn *conn, const char *sql, const char *handler)
+consume_test_ll(PGconn *conn, const char *sql, const char *arg)
 {
-    const char *params[] = {handler};
+    const char *params[] = {arg};
     PGresult *res = PQexecParams(conn, sql, 1, NULL, params, NULL, NULL, 0);
     long long v;
 
