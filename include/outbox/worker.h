@@ -183,6 +183,7 @@ typedef struct outbox_consumer_options {
     int poll_max_ms;             /* longest wait for new events, default 1000 */
     outbox_relay_mode mode;      /* DB feed: mark (default) or prune handled rows */
     long long ledger_retention_seconds; /* default 30 days; not below the stream's max age */
+    int retention_seconds;              /* DB feed, mark mode: done rows kept, default 1 day */
     long long stream_max_age_seconds;   /* the stream's max_age, default 7 days */
     int crash_after_ledger_commit;      /* tests only: abort() after a batch's ledger
                                          * commit, before its messages are settled */

@@ -65,7 +65,7 @@ const struct obx_setting obx_settings[] = {
     INT("OUTBOX_MAX_LEASE_EXPIRIES", max_lease_expiries, "5", 1, 1000,
         "leases that run out with no outcome before a row is dead-lettered (crash loops)"),
     INT("OUTBOX_RETENTION_HOURS", retention_hours, "24", 0, 8760,
-        "mark mode: published rows are deleted after this"),
+        "mark mode: published (or, with OUTBOX_BUS=db, handled) rows are deleted after this"),
     INT("OUTBOX_LEDGER_RETENTION_DAYS", ledger_retention_days, "30", 1, 3650,
         "consumer ledger rows are deleted after this (not below the stream's max age)"),
     INT("OUTBOX_DRAIN_TIMEOUT_SECONDS", drain_timeout_seconds, "10", 0, 600,

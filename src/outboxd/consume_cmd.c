@@ -55,6 +55,7 @@ consumer_options_from_config(const struct obx_config *cfg, outbox_consumer_optio
     o->poll_max_ms = (int)cfg->poll_max_ms;
     o->mode = strcmp(cfg->relay_mode, "prune") == 0 ? OUTBOX_RELAY_PRUNE : OUTBOX_RELAY_MARK;
     o->ledger_retention_seconds = (long long)cfg->ledger_retention_days * 86400;
+    o->retention_seconds = (int)(cfg->retention_hours * 3600);
     o->stream_max_age_seconds = cfg->stream_max_age_seconds;
     o->crash_after_ledger_commit = (int)cfg->test_crash_after_ledger_commit;
 }

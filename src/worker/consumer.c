@@ -16,6 +16,7 @@
 #include "error.h"
 #include "log.h"
 #include "pause.h"
+#include "store.h"
 
 #include "banned.h" /* last: poisons unsafe functions */
 
@@ -246,7 +247,35 @@ settle(struct outbox_consumer *c, struct obx_feed_batch *b, const struct obx_msg
     return st;
 }
 
-/* Ledger rows older than the retention go, in bounded batches. */
+/*
+ * With no relay (OUTBOX_BUS=db, mark mode) the consumers are the ones who
+ * remove handled outbox rows after the retention, through a short-lived
+ * store connection.
+ */
+static void
+prune_outbox(struct outbox_consumer *c)
+{
+    struct obx_store_options so = {.conninfo = c->opts.database_url,
+                                   .schema = c->opts.schema,
+                                   .application_name = "outboxd-consumer"};
+    struct obx_store *store = NULL;
+    size_t deleted = PRUNE_BATCH_ROWS;
+    outbox_error err = {0};
+
+    if (c->opts.bus != OUTBOX_BUS_DB || c->opts.mode != OUTBOX_RELAY_MARK ||
+        obx_store_open(&so, &store, &err) != OUTBOX_OK) {
+        return;
+    }
+    for (int i = 0; i < PRUNE_BATCHES_PER_PASS && deleted == PRUNE_BATCH_ROWS; i++) {
+        if (obx_store_prune_done(store, c->opts.retention_seconds, PRUNE_BATCH_ROWS, &deleted,
+                                 &err) != OUTBOX_OK) {
+            break;
+        }
+    }
+    obx_store_close(store);
+}
+
+/* Ledger rows (and, on the DB backend, outbox rows) older than the retention go. */
 static void
 maybe_maintain(struct outbox_consumer *c)
 {
@@ -267,6 +296,7 @@ maybe_maintain(struct outbox_consumer *c)
             return;
         }
     }
+    prune_outbox(c);
 }
 
 /*

@@ -35,6 +35,7 @@ outbox_consumer_options_init(outbox_consumer_options *o)
     o->poll_max_ms = 1000;
     o->mode = OUTBOX_RELAY_MARK;
     o->ledger_retention_seconds = 30LL * 86400;
+    o->retention_seconds = 86400;
     o->stream_max_age_seconds = 7LL * 86400;
 }
 
@@ -52,6 +53,7 @@ check_numbers(const outbox_consumer_options *o, outbox_error *err)
         {"backoff_cap_ms", o->backoff_cap_ms, o->backoff_base_ms, 86400000},
         {"poll_max_ms", o->poll_max_ms, 10, 60000},
         {"ledger_retention_seconds", o->ledger_retention_seconds, 1, 3650LL * 86400},
+        {"retention_seconds", o->retention_seconds, 0, 365LL * 86400},
     };
     return obx_check_ranges(ranges, sizeof(ranges) / sizeof(ranges[0]), err);
 }
