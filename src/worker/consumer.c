@@ -63,18 +63,30 @@ drop_ledger(struct outbox_consumer *c, const outbox_error *why)
     }
 }
 
+/*
+ * The feed's server is away. The feed reconnects by itself on its next
+ * call, so it is kept (closing it would strand the batch in hand); the
+ * loop only records the state change and pauses.
+ */
 static void
-drop_feed(struct outbox_consumer *c, const outbox_error *why)
+feed_down(struct outbox_consumer *c, const outbox_error *why)
 {
-    if (c->feed != NULL) {
-        c->feed->ops->close(c->feed);
-    }
-    c->feed = NULL;
     if (c->stats.broker_up) {
         obx_log(OUTBOX_LOG_WARN, "feed unavailable consumer=%s error=\"%s\"", c->opts.name,
                 why->message);
         set_flag(c, &c->stats.broker_up, 0);
     }
+    c->bus_pause_ms = obx_grow_pause(c->bus_pause_ms);
+}
+
+static void
+feed_up(struct outbox_consumer *c)
+{
+    if (!c->stats.broker_up) {
+        obx_log(OUTBOX_LOG_INFO, "feed available consumer=%s", c->opts.name);
+        set_flag(c, &c->stats.broker_up, 1);
+    }
+    c->bus_pause_ms = 0;
 }
 
 static int
@@ -344,7 +356,6 @@ run_loop(struct outbox_consumer *c)
     while (!c->stop_requested) {
         struct obx_feed_batch batch = {0};
         outbox_error err = {0};
-        int settle_failed = 0;
 
         if (!ensure_ledger(c) || !ensure_feed(c)) {
             continue;
@@ -352,17 +363,16 @@ run_loop(struct outbox_consumer *c)
         maybe_maintain(c);
         if (c->feed->ops->fetch(c->feed, (size_t)c->opts.batch_size, c->opts.poll_max_ms, &batch,
                                 &err) != OUTBOX_OK) {
-            drop_feed(c, &err);
+            feed_down(c, &err);
+            obx_pause_ms(&c->stop_requested, c->bus_pause_ms);
             continue;
         }
-        if (batch.count > 0 && handle_batch(c, &batch, &err) != OUTBOX_OK) {
-            settle_failed = err.code == OUTBOX_EUNAVAILABLE;
+        feed_up(c);
+        if (batch.count > 0 && handle_batch(c, &batch, &err) != OUTBOX_OK &&
+            err.code == OUTBOX_EUNAVAILABLE) {
+            feed_down(c, &err); /* unsettled messages come back after ack_wait or the lease */
         }
-        /* The batch first: its messages use the feed's connection (feed.h, close). */
         c->feed->ops->batch_fini(c->feed, &batch);
-        if (settle_failed) {
-            drop_feed(c, &err);
-        }
     }
 }
 
