@@ -2,10 +2,11 @@
 /*
  * handler_exec.c - a declared `exec:` handler: `/bin/sh -c COMMAND` with
  * the envelope on stdin and OUTBOX_EVENT_ID, OUTBOX_SUBJECT and
- * OUTBOX_ATTEMPTS in its environment. Exit 0: done; 75 (EX_TEMPFAIL):
- * retry later, no attempt spent; anything else, or running past the
- * timeout: failed, with the end of its stderr as the reason. It runs
- * between a committed claim and the done mark: at least once.
+ * OUTBOX_ATTEMPTS in its environment. Exit 0: done; 75 (EX_TEMPFAIL), or
+ * ended by SIGTERM, SIGINT or SIGHUP: retry later, no attempt spent;
+ * anything else, or running past the timeout: failed, with the end of its
+ * stderr as the reason. It runs in its own process group, between a
+ * committed claim and the done mark: at least once.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -64,6 +65,7 @@ spawn(const char *command, const outbox_delivery *d, struct child *ch)
     char *argv[] = {"/bin/sh", "-c", (char *)command, NULL};
     int in[2], er[2];
     posix_spawn_file_actions_t fa;
+    posix_spawnattr_t attr;
     char **env;
     int rc;
 
@@ -82,7 +84,13 @@ spawn(const char *command, const outbox_delivery *d, struct child *ch)
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_adddup2(&fa, in[0], STDIN_FILENO);
     posix_spawn_file_actions_adddup2(&fa, er[1], STDERR_FILENO);
-    rc = env ? posix_spawn(&ch->pid, "/bin/sh", &fa, NULL, argv, env) : ENOMEM;
+    /* Its own process group: a Ctrl-C or a group SIGTERM meant for outboxd does not cut a
+     * handler short; outboxd finishes the batch in hand within its drain timeout. */
+    posix_spawnattr_init(&attr);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+    posix_spawnattr_setpgroup(&attr, 0);
+    rc = env ? posix_spawn(&ch->pid, "/bin/sh", &fa, &attr, argv, env) : ENOMEM;
+    posix_spawnattr_destroy(&attr);
     posix_spawn_file_actions_destroy(&fa);
     free(env);
     close(in[0]);
@@ -183,6 +191,11 @@ outcome(const struct child *ch, int status, outbox_error *err)
         return OUTBOX_HANDLER_DONE;
     }
     if (WIFEXITED(status) && WEXITSTATUS(status) == OBX_EXEC_RETRY_STATUS) {
+        return OUTBOX_HANDLER_RETRY;
+    }
+    /* Asked to stop (a shutdown, an operator): not the handler's failure, no attempt spent. */
+    if (WIFSIGNALED(status) &&
+        (WTERMSIG(status) == SIGTERM || WTERMSIG(status) == SIGINT || WTERMSIG(status) == SIGHUP)) {
         return OUTBOX_HANDLER_RETRY;
     }
     if (WIFEXITED(status)) {

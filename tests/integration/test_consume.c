@@ -27,17 +27,20 @@
 enum { REPLICAS = 4 };
 
 static PGconn *conn;
+static char dir[64];
 
 static void
 setup(void)
 {
     conn = harness_pg_connect_fresh();
     consume_test_prepare(conn);
+    consume_test_dir_make(dir);
 }
 
 static void
 teardown(void)
 {
+    consume_test_dir_remove(dir);
     PQfinish(conn);
     conn = NULL;
 }
@@ -96,7 +99,7 @@ Test(consume, four_jetstream_replicas_run_each_handler_once_while_every_event_co
     char err[512] = "";
 
     relay_test_env(&renv, "CONS_JS", "consjs");
-    consume_test_env(&cenv, "jetstream", "CONS_JS", "consjs", "group");
+    consume_test_env(&cenv, "jetstream", "CONS_JS", "consjs", "G_JS");
     relay_test_enqueue(conn, EVENTS);
     relay_everything(&renv, "consjs-relay");
     start_replicas(replicas, &cenv, "consjs", two_effects);
@@ -115,14 +118,15 @@ Test(consume, four_jetstream_replicas_run_each_handler_once_while_every_event_co
     harness_sleep_ms(3000);
     harness_proc_signal(&replicas[0], SIGCONT);
 
-    HARNESS_WAIT_UNTIL(both_handled(EVENTS) && consume_test_nats_drained("CONS_JS", "group"),
-                       90000);
+    HARNESS_WAIT_UNTIL(both_handled(EVENTS) && consume_test_nats_drained("CONS_JS", "G_JS"), 90000);
     stop_replicas(replicas);
     cr_assert_eq(consume_nats_last_seq(harness_nats_url(), "CONS_JS", &last, err, sizeof(err)), 0,
                  "%s", err);
-    st = consume_test_nats_state("CONS_JS", "group");
-    cr_log_info("stream holds %llu messages for %d events; the group acked up to %llu",
-                (unsigned long long)last, EVENTS, (unsigned long long)st.ack_floor_stream_seq);
+    st = consume_test_nats_state("CONS_JS", "G_JS");
+    cr_log_info("stream holds %llu messages for %d events; the group acked up to %llu after "
+                "%llu deliveries",
+                (unsigned long long)last, EVENTS, (unsigned long long)st.ack_floor_stream_seq,
+                (unsigned long long)st.delivered_consumer_seq);
     cr_assert_eq(copies + more, 2 * EVENTS);
     cr_assert_eq(last, 3 * EVENTS, "every event must be in the stream three times");
     consume_test_expect_exactly_once(conn, "audit");
@@ -146,11 +150,12 @@ expire_and_resend(void)
               "WHERE status = 'leased' AND lease_expiries = 0 AND leased_until > now() "
               "RETURNING 1) SELECT count(*) FROM x");
 
-    harness_exec(conn, "WITH again AS (INSERT INTO public.resent SELECT id FROM outbox.events e "
-                       "WHERE e.status = 'done' AND NOT EXISTS (SELECT 1 FROM public.resent r "
-                       "WHERE r.id = e.id) LIMIT 100 RETURNING id) "
-                       "UPDATE outbox.events e SET status = 'pending', published_at = NULL, "
-                       "next_attempt_at = now(), lease_expiries = 0 FROM again WHERE e.id = again.id");
+    harness_exec(conn,
+                 "WITH again AS (INSERT INTO public.resent SELECT id FROM outbox.events e "
+                 "WHERE e.status = 'done' AND NOT EXISTS (SELECT 1 FROM public.resent r "
+                 "WHERE r.id = e.id) LIMIT 100 RETURNING id) "
+                 "UPDATE outbox.events e SET status = 'pending', published_at = NULL, "
+                 "next_attempt_at = now(), lease_expiries = 0 FROM again WHERE e.id = again.id");
     return expired;
 }
 
@@ -166,7 +171,7 @@ Test(consume, four_db_replicas_run_each_handler_once_while_leases_run_out_and_ro
     size_t lost = 0;
 
     harness_exec(conn, "CREATE TABLE public.resent (id uuid PRIMARY KEY)");
-    consume_test_env(&cenv, "db", "CONS_DB", "consdb", "group");
+    consume_test_env(&cenv, "db", "CONS_DB", "consdb", "G_DB");
     relay_env_set(&cenv, "OUTBOX_BATCH_SIZE", "10");
     relay_test_enqueue(conn, EVENTS);
     start_replicas(replicas, &cenv, "consdb", handlers);
@@ -175,8 +180,7 @@ Test(consume, four_db_replicas_run_each_handler_once_while_leases_run_out_and_ro
         consume_test_assert_running(&replicas[0], "a consumer replica");
         harness_sleep_ms(5);
     }
-    HARNESS_WAIT_UNTIL(both_handled(EVENTS) &&
-                           relay_test_count(conn, "status <> 'done'") == 0,
+    HARNESS_WAIT_UNTIL(both_handled(EVENTS) && relay_test_count(conn, "status <> 'done'") == 0,
                        90000);
     stop_replicas(replicas);
     for (int i = 0; i < REPLICAS; i++) {
@@ -206,11 +210,11 @@ Test(consume, an_event_republished_under_a_new_message_id_runs_no_handler_again)
     char err[512] = "";
 
     relay_test_env(&renv, "CONS_REPUB", "consrepub");
-    consume_test_env(&cenv, "jetstream", "CONS_REPUB", "consrepub", "group");
+    consume_test_env(&cenv, "jetstream", "CONS_REPUB", "consrepub", "G_REPUB");
     relay_test_enqueue(conn, EVENTS);
     relay_everything(&renv, "consrepub-relay");
     consume_test_start(&consumer, &cenv, "consrepub-1", two_effects);
-    HARNESS_WAIT_UNTIL(both_handled(EVENTS) && consume_test_nats_drained("CONS_REPUB", "group"),
+    HARNESS_WAIT_UNTIL(both_handled(EVENTS) && consume_test_nats_drained("CONS_REPUB", "G_REPUB"),
                        30000);
     harness_exec(conn, "CREATE TABLE before AS SELECT * FROM outbox.processed_events");
 
@@ -222,7 +226,7 @@ Test(consume, an_event_republished_under_a_new_message_id_runs_no_handler_again)
     cr_assert_eq(consume_nats_last_seq(harness_nats_url(), "CONS_REPUB", &last, err, sizeof(err)),
                  0, "%s", err);
     cr_assert_eq(last, 2 * EVENTS, "the broker deduplicated the new message ids");
-    HARNESS_WAIT_UNTIL(consume_test_nats_drained("CONS_REPUB", "group"), 30000);
+    HARNESS_WAIT_UNTIL(consume_test_nats_drained("CONS_REPUB", "G_REPUB"), 30000);
     consume_test_stop(&consumer, 10000);
 
     consume_test_expect_exactly_once(conn, "audit");
@@ -247,9 +251,7 @@ Test(consume, the_db_backend_finishes_a_row_only_after_every_handler_bound_to_it
     };
     struct harness_proc consumer;
     struct relay_env cenv;
-    char dir[64];
 
-    consume_test_dir_make(dir);
     /* A row turning done before both of its handlers are done in the ledger is recorded. */
     harness_exec(conn, "CREATE TABLE public.early_done (id uuid, handlers_done bigint)");
     harness_exec(conn, "CREATE FUNCTION public.check_done() RETURNS trigger LANGUAGE plpgsql AS "
@@ -260,7 +262,7 @@ Test(consume, the_db_backend_finishes_a_row_only_after_every_handler_bound_to_it
     harness_exec(conn, "CREATE TRIGGER check_done BEFORE UPDATE ON outbox.events FOR EACH ROW "
                        "WHEN (NEW.status = 'done' AND OLD.status <> 'done') "
                        "EXECUTE FUNCTION public.check_done()");
-    consume_test_env(&cenv, "db", "CONS_GATE", "consgate", "group");
+    consume_test_env(&cenv, "db", "CONS_GATE", "consgate", "G_GATE");
     relay_env_set(&cenv, "CONSUME_DIR", dir);
     relay_env_set(&cenv, "OUTBOX_MAX_ATTEMPTS", "1"); /* a spent attempt would dead-letter */
     relay_test_enqueue(conn, EVENTS);
@@ -288,6 +290,5 @@ Test(consume, the_db_backend_finishes_a_row_only_after_every_handler_bound_to_it
                                          "WHERE handler = 'other'"),
                  0, "a handler ran for events it is not bound to");
     consume_test_expect_nothing_spent(conn);
-    consume_test_dir_remove(dir);
     relay_env_fini(&cenv);
 }

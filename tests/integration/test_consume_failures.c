@@ -99,11 +99,11 @@ expect_retry_on_schedule(const char *handler, const char *event_id, int k, int b
     cr_assert(planned_ms >= expected_ms * 9 / 10 && planned_ms <= expected_ms * 11 / 10 + 5,
               "retry %d of %s planned %lld ms, not %lld +-10 %%", k, handler, planned_ms,
               expected_ms);
-    cr_assert(late_ms >= 0 && late_ms <= 1000,
-              "retry %d of %s ran %lld ms after it was due", k, handler, late_ms);
+    cr_assert(late_ms >= 0 && late_ms <= 1000, "retry %d of %s ran %lld ms after it was due", k,
+              handler, late_ms);
 }
 
-/* Every message of `stream` terminated by the group, as the server reports it. */
+/* The group terminated one message, as the server reports it: the dead event's. */
 static void
 expect_terminated_exactly(struct consume_nats_terms *terms, const struct consume_group *g,
                           const char *event_id)
@@ -150,7 +150,7 @@ failures_are_retried_on_schedule_and_dead_lettered_at_max_attempts(const char *b
     relay_env_set_int(&g.env, "OUTBOX_BACKOFF_BASE_MS", BASE_MS);
     relay_env_set(&g.env, "OUTBOX_BACKOFF_CAP_MS", "60000");
     if (g.jetstream) {
-        cr_assert_eq(consume_nats_terms_watch(&terms, harness_nats_url(), g.stream, "group", err,
+        cr_assert_eq(consume_nats_terms_watch(&terms, harness_nats_url(), g.stream, g.consumer, err,
                                               sizeof(err)),
                      0, "%s", err);
     }
@@ -158,8 +158,7 @@ failures_are_retried_on_schedule_and_dead_lettered_at_max_attempts(const char *b
     twice_id = enqueue_one("review.logged", 2);
     dead_id = enqueue_one("review.logged", 99);
     hooked_id = enqueue_one("hooked", 0);
-    consume_test_start(&consumer, &g.env, "sched-1",
-                       (const char *const[]){flaky, hook, NULL});
+    consume_test_start(&consumer, &g.env, "sched-1", (const char *const[]){flaky, hook, NULL});
 
     snprintf(needle, sizeof(needle), "event exhausted max deliveries event_id=%s handler=flaky",
              dead_id);
@@ -168,7 +167,7 @@ failures_are_retried_on_schedule_and_dead_lettered_at_max_attempts(const char *b
                                                "WHERE status = 'done'") == 3,
                        30000);
     if (g.jetstream) {
-        HARNESS_WAIT_UNTIL(consume_test_nats_drained(g.stream, "group"), 30000);
+        HARNESS_WAIT_UNTIL(consume_test_nats_drained(g.stream, g.consumer), 30000);
     } else {
         HARNESS_WAIT_UNTIL(relay_test_count(conn, "status = 'done'") == 4, 30000);
     }
@@ -185,7 +184,8 @@ failures_are_retried_on_schedule_and_dead_lettered_at_max_attempts(const char *b
                  2);
     expect_retry_on_schedule("flaky", twice_id, 1, BASE_MS);
     expect_retry_on_schedule("flaky", twice_id, 2, BASE_MS);
-    cr_assert_eq(about("SELECT count(*) FROM public.effects WHERE event_id = $1::uuid", twice_id), 1);
+    cr_assert_eq(about("SELECT count(*) FROM public.effects WHERE event_id = $1::uuid", twice_id),
+                 1);
 
     /* Always failing: retried after 1, 2 and 4 s, dead exactly at the fourth failure. */
     for (int k = 1; k < MAX_ATTEMPTS; k++) {
@@ -206,7 +206,8 @@ failures_are_retried_on_schedule_and_dead_lettered_at_max_attempts(const char *b
                        dead_id),
                  1, "the dead letter must name the handler and carry the reason and envelope");
     cr_assert_eq(harness_scalar_ll(conn, "SELECT count(*) FROM outbox.dead_letters"), 1);
-    cr_assert_eq(about("SELECT count(*) FROM public.effects WHERE event_id = $1::uuid", dead_id), 0);
+    cr_assert_eq(about("SELECT count(*) FROM public.effects WHERE event_id = $1::uuid", dead_id),
+                 0);
     if (g.jetstream) {
         expect_terminated_exactly(&terms, &g, dead_id);
         consume_nats_terms_close(&terms);
@@ -219,6 +220,8 @@ failures_are_retried_on_schedule_and_dead_lettered_at_max_attempts(const char *b
 
     /* The exec handler ran three times, told 0, 1 and 2 attempts, and is done with 2. */
     cr_assert_eq(consume_test_lines(dir, hooked_id, ""), 3);
+    cr_assert_eq(consume_test_lines(dir, hooked_id, "0"), 1);
+    cr_assert_eq(consume_test_lines(dir, hooked_id, "1"), 1);
     cr_assert_eq(consume_test_lines(dir, hooked_id, "2"), 1);
     cr_assert_eq(about("SELECT count(*) FROM outbox.processed_events WHERE event_id = $1::uuid "
                        "AND handler = 'hook' AND status = 'done' AND attempts = 2 "
@@ -278,9 +281,9 @@ exit_75_spends_no_attempt(const char *bus)
     consume_test_start(&consumer, &g.env, "later-1", handlers);
     HARNESS_WAIT_UNTIL(each_ran_at_least(ids, EVENTS, 3), 30000);
     consume_test_touch(dir, "open");
-    HARNESS_WAIT_UNTIL(harness_scalar_ll(conn, "SELECT count(*) FROM outbox.processed_events "
-                                               "WHERE handler = 'later' AND status = 'done'") ==
-                           EVENTS,
+    HARNESS_WAIT_UNTIL(harness_scalar_ll(conn,
+                                         "SELECT count(*) FROM outbox.processed_events "
+                                         "WHERE handler = 'later' AND status = 'done'") == EVENTS,
                        30000);
     consume_test_stop(&consumer, 10000);
     consume_test_expect_nothing_spent(conn);
@@ -462,12 +465,14 @@ frozen_worker_changes_no_ledger_row(const char *bus)
     consume_group_fini(&g);
 }
 
-Test(consume_failures, a_frozen_exec_worker_whose_claim_was_taken_over_changes_no_ledger_row_on_jetstream)
+Test(consume_failures,
+     a_frozen_exec_worker_whose_claim_was_taken_over_changes_no_ledger_row_on_jetstream)
 {
     frozen_worker_changes_no_ledger_row("jetstream");
 }
 
-Test(consume_failures, a_frozen_exec_worker_whose_claim_was_taken_over_changes_no_ledger_row_on_the_db_backend)
+Test(consume_failures,
+     a_frozen_exec_worker_whose_claim_was_taken_over_changes_no_ledger_row_on_the_db_backend)
 {
     frozen_worker_changes_no_ledger_row("db");
 }

@@ -93,7 +93,7 @@ sigterm_finishes_the_batch_in_hand(const char *bus)
                                          "WHERE status <> 'done'"),
                  0, "a claim was left behind");
     if (g.jetstream) {
-        struct consume_nats_state st = consume_test_nats_state(g.stream, "group");
+        struct consume_nats_state st = consume_test_nats_state(g.stream, g.consumer);
 
         cr_assert_eq(st.num_ack_pending, 0, "the batch was not settled before exiting");
         cr_assert_eq(st.num_pending, EVENTS - BATCH, "it fetched after SIGTERM");
@@ -127,21 +127,21 @@ Test(consume_lifecycle, an_existing_consumer_with_another_ack_wait_is_updated_in
     cr_assert_eq(consume_nats_create_stream(harness_nats_url(), g.stream, g.prefix, 7 * 86400, err,
                                             sizeof(err)),
                  0, "%s", err);
-    cr_assert_eq(consume_nats_create_consumer(harness_nats_url(), g.stream, "group", filter, 30,
+    cr_assert_eq(consume_nats_create_consumer(harness_nats_url(), g.stream, g.consumer, filter, 30,
                                               "sized by hand", 5000, err, sizeof(err)),
                  0, "%s", err);
-    before = consume_test_nats_state(g.stream, "group");
+    before = consume_test_nats_state(g.stream, g.consumer);
     relay_test_enqueue(conn, 50);
     consume_test_start(&consumer, &g.env, "ackw-1", audit_only);
     HARNESS_WAIT_UNTIL(harness_proc_log_contains(&consumer, "field=ack_wait"), 20000);
     HARNESS_WAIT_UNTIL(consume_test_handled(conn, "audit") == 50 &&
-                           consume_test_nats_drained(g.stream, "group"),
+                           consume_test_nats_drained(g.stream, g.consumer),
                        30000);
     consume_test_stop(&consumer, 10000);
 
-    after = consume_test_nats_state(g.stream, "group");
-    cr_assert(harness_proc_log_contains(&consumer, "consumer updated"),
-              "no update was logged:\n%s", harness_proc_log(&consumer));
+    after = consume_test_nats_state(g.stream, g.consumer);
+    cr_assert(harness_proc_log_contains(&consumer, "consumer updated"), "no update was logged:\n%s",
+              harness_proc_log(&consumer));
     cr_assert_eq(before.ack_wait_ns, 30 * NS_PER_S);
     cr_assert_eq(after.ack_wait_ns, 2 * NS_PER_S, "ack_wait was not updated");
     cr_assert_eq(after.created_ns, before.created_ns, "the consumer was recreated, not updated");
@@ -158,15 +158,15 @@ Test(consume_lifecycle, a_stream_the_consumer_creates_gets_the_configured_max_ag
     int64_t max_age = 0;
     char err[512] = "";
 
-    consume_test_env(&env, "jetstream", "C_MAXAGE", "cmaxage", "group");
+    consume_test_env(&env, "jetstream", "C_MAXAGE", "cmaxage", "G_MAXAGE");
     relay_env_set(&env, "OUTBOX_STREAM_MAX_AGE_SECONDS", "172800");
     relay_env_set(&env, "OUTBOX_LEDGER_RETENTION_DAYS", "3");
     consume_test_start(&consumer, &env, "maxage-1", audit_only);
     HARNESS_WAIT_UNTIL(harness_proc_log_contains(&consumer, "feed ready"), 20000);
     consume_test_stop(&consumer, 10000);
-    cr_assert_eq(consume_nats_stream_max_age(harness_nats_url(), "C_MAXAGE", &max_age, err,
-                                             sizeof(err)),
-                 0, "%s", err);
+    cr_assert_eq(
+        consume_nats_stream_max_age(harness_nats_url(), "C_MAXAGE", &max_age, err, sizeof(err)), 0,
+        "%s", err);
     cr_assert_eq(max_age, 172800, "the consumer created the stream with max_age %lld s",
                  (long long)max_age);
     relay_env_fini(&env);
@@ -180,7 +180,7 @@ Test(consume_lifecycle, a_ledger_retention_shorter_than_the_streams_max_age_is_r
     char err[512] = "";
     int status;
 
-    consume_test_env(&env, "jetstream", "C_RETAIN", "cretain", "group");
+    consume_test_env(&env, "jetstream", "C_RETAIN", "cretain", "G_RETAIN");
     relay_env_set(&env, "OUTBOX_STREAM_MAX_AGE_SECONDS", "172800");
     relay_env_set(&env, "OUTBOX_LEDGER_RETENTION_DAYS", "1");
     consume_test_start(&refused, &env, "retain-1", audit_only);
@@ -189,9 +189,9 @@ Test(consume_lifecycle, a_ledger_retention_shorter_than_the_streams_max_age_is_r
     cr_assert(harness_proc_log_contains(&refused, "ledger retention 86400 s is shorter than the "
                                                   "stream's max age 172800 s"),
               "no clear message:\n%s", harness_proc_log(&refused));
-    cr_assert_neq(consume_nats_state_read(harness_nats_url(), "C_RETAIN", "group", &st, err,
-                                          sizeof(err)),
-                  0, "a refused consumer created its durable consumer anyway");
+    cr_assert_neq(
+        consume_nats_state_read(harness_nats_url(), "C_RETAIN", "G_RETAIN", &st, err, sizeof(err)),
+        0, "a refused consumer created its durable consumer anyway");
 
     /* Exactly the max age is enough. */
     relay_env_set(&env, "OUTBOX_LEDGER_RETENTION_DAYS", "2");

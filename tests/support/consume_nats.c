@@ -75,6 +75,7 @@ consume_nats_state_read(const char *nats_url, const char *stream, const char *co
     out->num_pending = ci->NumPending;
     out->num_ack_pending = (uint64_t)ci->NumAckPending;
     out->num_redelivered = (uint64_t)ci->NumRedelivered;
+    out->delivered_consumer_seq = ci->Delivered.Consumer;
     out->delivered_stream_seq = ci->Delivered.Stream;
     out->ack_floor_stream_seq = ci->AckFloor.Stream;
     out->ack_wait_ns = ci->Config->AckWait;
@@ -135,8 +136,8 @@ consume_nats_last_seq(const char *nats_url, const char *stream, uint64_t *out, c
 }
 
 int
-consume_nats_msg_id(const char *nats_url, const char *stream, uint64_t seq, char *id,
-                    size_t id_cap, char *err, size_t cap)
+consume_nats_msg_id(const char *nats_url, const char *stream, uint64_t seq, char *id, size_t id_cap,
+                    char *err, size_t cap)
 {
     struct conn c;
     natsMsg *m = NULL;
@@ -194,8 +195,7 @@ republish_one(struct conn *c, const char *stream, uint64_t seq, const char *tag,
 
 int
 consume_nats_republish(const char *nats_url, const char *stream, uint64_t first_seq,
-                       uint64_t last_seq, const char *tag, size_t *published, char *err,
-                       size_t cap)
+                       uint64_t last_seq, const char *tag, size_t *published, char *err, size_t cap)
 {
     struct conn c;
 
@@ -313,8 +313,7 @@ advisory_seq(natsMsg *m)
 }
 
 int
-consume_nats_terms_take(struct consume_nats_terms *w, int wait_ms, uint64_t *seqs,
-                        size_t cap_seqs)
+consume_nats_terms_take(struct consume_nats_terms *w, int wait_ms, uint64_t *seqs, size_t cap_seqs)
 {
     int got = 0;
 

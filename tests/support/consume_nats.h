@@ -15,9 +15,10 @@
 
 /* A durable consumer as the server reports it. */
 struct consume_nats_state {
-    uint64_t num_pending;     /* stream messages not delivered yet */
-    uint64_t num_ack_pending; /* delivered, not settled */
-    uint64_t num_redelivered; /* delivered more than once, not settled yet */
+    uint64_t num_pending;            /* stream messages not delivered yet */
+    uint64_t num_ack_pending;        /* delivered, not settled */
+    uint64_t num_redelivered;        /* delivered more than once, not settled yet */
+    uint64_t delivered_consumer_seq; /* deliveries so far, redeliveries included */
     uint64_t delivered_stream_seq;
     uint64_t ack_floor_stream_seq;
     int64_t ack_wait_ns;
@@ -70,8 +71,8 @@ struct consume_nats_terms {
     void *sub; /* natsSubscription, owned */
 };
 
-int consume_nats_terms_watch(struct consume_nats_terms *w, const char *nats_url,
-                             const char *stream, const char *consumer, char *err, size_t cap);
+int consume_nats_terms_watch(struct consume_nats_terms *w, const char *nats_url, const char *stream,
+                             const char *consumer, char *err, size_t cap);
 
 /*
  * Takes the advisories that arrived (waiting up to `wait_ms` for the first)

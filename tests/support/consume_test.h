@@ -30,9 +30,9 @@
 #include "relay_test.h"
 
 /* A sql: handler spec that records one effect row per run, in the ledger transaction. */
-#define CONSUME_EFFECT(name)                                                                \
-    name "=sql:INSERT INTO public.effects (event_id, handler) VALUES (($1->>'id')::uuid, '" \
-         name "')"
+#define CONSUME_EFFECT(name)                                                                     \
+    name "=sql:INSERT INTO public.effects (event_id, handler) VALUES (($1->>'id')::uuid, '" name \
+         "')"
 
 /*
  * The effects table (no unique constraint: duplicates stay countable), the
@@ -91,12 +91,13 @@ struct consume_group {
     struct harness_proc relay;  /* JetStream: the relay */
     char stream[40];
     char prefix[40];
+    char consumer[40]; /* OUTBOX_CONSUMER_NAME, the durable consumer's name */
     int jetstream;
 };
 
 /*
  * `bus` is "jetstream" or "db"; `dir` (may be NULL) becomes CONSUME_DIR for
- * exec: handlers. The consumer group is named "group".
+ * exec: handlers.
  */
 static inline void
 consume_group_init(struct consume_group *g, const char *bus, const char *tag, const char *dir)
@@ -105,10 +106,11 @@ consume_group_init(struct consume_group *g, const char *bus, const char *tag, co
     g->jetstream = strcmp(bus, "jetstream") == 0;
     snprintf(g->stream, sizeof(g->stream), "C_%s_%s", tag, g->jetstream ? "JS" : "DB");
     snprintf(g->prefix, sizeof(g->prefix), "c%s%s", tag, g->jetstream ? "js" : "db");
+    snprintf(g->consumer, sizeof(g->consumer), "G_%s", tag);
     for (char *p = g->prefix; *p != '\0'; p++) {
         *p = (char)(*p >= 'A' && *p <= 'Z' ? *p - 'A' + 'a' : *p);
     }
-    consume_test_env(&g->env, bus, g->stream, g->prefix, "group");
+    consume_test_env(&g->env, bus, g->stream, g->prefix, g->consumer);
     if (dir != NULL) {
         relay_env_set(&g->env, "CONSUME_DIR", dir);
     }
@@ -239,11 +241,11 @@ consume_test_expect_exactly_once(PGconn *conn, const char *handler)
     long long committed = harness_scalar_ll(conn, "SELECT count(*) FROM public.committed");
     long long handled = consume_test_handled(conn, handler);
     long long dups = consume_test_effect_dups(conn, handler);
-    long long phantom = consume_test_ll(
-        conn,
-        "SELECT count(*) FROM public.effects e WHERE e.handler = $1 AND NOT EXISTS "
-        "(SELECT 1 FROM public.committed c WHERE c.id = e.event_id)",
-        handler);
+    long long phantom =
+        consume_test_ll(conn,
+                        "SELECT count(*) FROM public.effects e WHERE e.handler = $1 AND NOT EXISTS "
+                        "(SELECT 1 FROM public.committed c WHERE c.id = e.event_id)",
+                        handler);
     long long ledger_done = consume_test_ll(
         conn, "SELECT count(*) FROM outbox.processed_events WHERE handler = $1 AND status = 'done'",
         handler);
@@ -251,7 +253,8 @@ consume_test_expect_exactly_once(PGconn *conn, const char *handler)
     cr_log_info("handler %s: committed=%lld handled=%lld effect_dups=%lld phantom=%lld "
                 "ledger_done=%lld",
                 handler, committed, handled, dups, phantom, ledger_done);
-    cr_assert_eq(dups, 0, "handler %s ran twice for %lld events", handler, dups);
+    cr_assert_eq(dups, 0, "handler %s left %lld effects beyond the first of their event", handler,
+                 dups);
     cr_assert_eq(handled, committed, "handler %s left %lld committed events unhandled", handler,
                  committed - handled);
     cr_assert_eq(phantom, 0, "handler %s has effects for events never committed", handler);
@@ -277,9 +280,9 @@ consume_test_nats_state(const char *stream, const char *consumer)
     struct consume_nats_state st;
     char err[512] = "";
 
-    cr_assert_eq(consume_nats_state_read(harness_nats_url(), stream, consumer, &st, err,
-                                         sizeof(err)),
-                 0, "%s", err);
+    cr_assert_eq(
+        consume_nats_state_read(harness_nats_url(), stream, consumer, &st, err, sizeof(err)), 0,
+        "%s", err);
     return st;
 }
 
