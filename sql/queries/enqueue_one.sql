@@ -1,9 +1,8 @@
--- enqueue_one: insert one event from its envelope.
--- $1: the envelope, JSON text.
--- The columns are read from the envelope, so row and envelope cannot
--- disagree; the table's constraints check both again.
+-- enqueue_one: insert one event.
+-- $1 id, $2 aggregate_type, $3 aggregate_id, $4 event_type, $5 tenant_id,
+-- $6 data_subject (both may be NULL), $7 the envelope (JSON text).
+-- The writer serialized the envelope from these same fields; the table's
+-- check (events_row_valid) proves again that row and envelope agree.
 INSERT INTO /*schema*/events (id, aggregate_type, aggregate_id, event_type, tenant_id,
                               data_subject, envelope)
-SELECT (e ->> 'id')::uuid, e ->> 'aggregate_type', (e ->> 'aggregate_id')::uuid,
-       e ->> 'event_type', e ->> 'tenant_id', e ->> 'data_subject', e
-  FROM (SELECT $1::jsonb AS e) AS input
+VALUES ($1::uuid, $2, $3::uuid, $4, $5, $6, $7::jsonb)

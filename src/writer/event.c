@@ -301,3 +301,14 @@ outbox_event_envelope_json(outbox_event *ev, const char **json, size_t *len, out
     obx_error_reset(err);
     return obx_event_envelope(ev, json, len, err);
 }
+
+void
+obx_event_columns(const outbox_event *ev, const char *out[6])
+{
+    out[0] = ev->id;
+    out[1] = ev->aggregate_type;
+    out[2] = ev->aggregate_id;
+    out[3] = ev->event_type;
+    out[4] = ev->tenant_id;
+    out[5] = ev->data_subject;
+}

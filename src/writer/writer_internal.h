@@ -16,4 +16,7 @@
 outbox_status obx_event_envelope(outbox_event *ev, const char **json, size_t *len,
                                  outbox_error *err);
 
+/* The row's columns, in enqueue_one.sql's order ($1..$6); borrowed from the event. */
+void obx_event_columns(const outbox_event *ev, const char *out[6]);
+
 #endif
