@@ -66,39 +66,39 @@ typedef struct outbox_relay_options {
     const char *nats_tls_ca_file; /* NULL: none */
     const char *nats_tls_cert_file;
     const char *nats_tls_key_file;
-    int batch_size;               /* rows per lease, default 100 */
-    int lease_seconds;            /* default 60 */
-    int max_attempts;             /* rejected publishes before dead-lettering, default 10 */
-    int max_lease_expiries;       /* leases run out with no outcome before quarantine, default 5 */
-    int publish_timeout_ms;       /* wait for acks, default 5000 */
-    int max_in_flight;            /* async publish window, default 1024 */
-    int poll_max_ms;              /* longest idle poll when no wake-up comes, default 1000 */
-    int listen;                   /* 1: LISTEN for wake-ups (default); 0: poll only (poolers) */
-    int backoff_base_ms;          /* first retry delay, default 5000 */
-    int backoff_cap_ms;           /* longest retry delay, default 300000 */
-    int retention_seconds;        /* mark mode: done rows kept this long, default 86400 */
-    int drain_timeout_ms;         /* on stop: finish or release within this, default 10000 */
-    long long stream_max_age_seconds;   /* default 7 days */
-    long long stream_max_bytes;         /* default -1: unlimited */
-    int duplicate_window_seconds;       /* default 3600 */
-    const char *crash_on_event_type;    /* tests only: abort() on leasing this event type */
+    int batch_size;         /* rows per lease, default 100 */
+    int lease_seconds;      /* default 60 */
+    int max_attempts;       /* rejected publishes before dead-lettering, default 10 */
+    int max_lease_expiries; /* leases run out with no outcome before quarantine, default 5 */
+    int publish_timeout_ms; /* wait for acks, default 5000 */
+    int max_in_flight;      /* async publish window, default 1024 */
+    int poll_max_ms;        /* longest idle poll when no wake-up comes, default 1000 */
+    int listen;             /* 1: LISTEN for wake-ups (default); 0: poll only (poolers) */
+    int backoff_base_ms;    /* first retry delay, default 5000 */
+    int backoff_cap_ms;     /* longest retry delay, default 300000 */
+    int retention_seconds;  /* mark mode: done rows kept this long, default 86400 */
+    int drain_timeout_ms;   /* on stop: finish or release within this, default 10000 */
+    long long stream_max_age_seconds; /* default 7 days */
+    long long stream_max_bytes;       /* default -1: unlimited */
+    int duplicate_window_seconds;     /* default 3600 */
+    const char *crash_on_event_type;  /* tests only: abort() on leasing this event type */
 } outbox_relay_options;
 
 OUTBOX_API void outbox_relay_options_init(outbox_relay_options *opts);
 
 /* Counters since the relay started. Read with outbox_relay_stats() from any thread. */
 typedef struct outbox_relay_stats {
-    unsigned long long leased;      /* rows leased */
-    unsigned long long published;   /* rows acked and finished */
-    unsigned long long duplicates;  /* of those, acks flagged duplicate */
-    unsigned long long retried;     /* rejected, scheduled again */
-    unsigned long long dead;        /* dead-lettered (attempts or lease expiries) */
-    unsigned long long invalid;     /* quarantined as invalid */
-    unsigned long long released;    /* handed back after a transport failure */
-    unsigned long long lost;        /* finishes refused because the lease had moved on */
-    unsigned long long batches;     /* lease batches published */
-    int database_up;                /* 1 while the database answers */
-    int broker_up;                  /* 1 while the broker answers */
+    unsigned long long leased;     /* rows leased */
+    unsigned long long published;  /* rows acked and finished */
+    unsigned long long duplicates; /* of those, acks flagged duplicate */
+    unsigned long long retried;    /* rejected, scheduled again */
+    unsigned long long dead;       /* dead-lettered (attempts or lease expiries) */
+    unsigned long long invalid;    /* quarantined as invalid */
+    unsigned long long released;   /* handed back after a transport failure */
+    unsigned long long lost;       /* finishes refused because the lease had moved on */
+    unsigned long long batches;    /* lease batches published */
+    int database_up;               /* 1 while the database answers */
+    int broker_up;                 /* 1 while the broker answers */
 } outbox_relay_stats;
 
 typedef struct outbox_relay outbox_relay;
@@ -172,16 +172,16 @@ typedef struct outbox_consumer_options {
     const char *nats_tls_ca_file;
     const char *nats_tls_cert_file;
     const char *nats_tls_key_file;
-    int batch_size;              /* messages per fetch, default 100 */
-    int ack_wait_seconds;        /* JetStream ack_wait, default 60 */
-    long long max_deliver;       /* JetStream safety net, default -1 (unlimited) */
-    int lease_seconds;           /* DB feed lease, default 60 */
-    int ledger_lease_seconds;    /* claim takeover, default 1800 */
-    int max_attempts;            /* handler failures before the dead letter, default 10 */
-    int backoff_base_ms;         /* default 5000 */
-    int backoff_cap_ms;          /* default 300000 */
-    int poll_max_ms;             /* longest wait for new events, default 1000 */
-    outbox_relay_mode mode;      /* DB feed: mark (default) or prune handled rows */
+    int batch_size;                     /* messages per fetch, default 100 */
+    int ack_wait_seconds;               /* JetStream ack_wait, default 60 */
+    long long max_deliver;              /* JetStream safety net, default -1 (unlimited) */
+    int lease_seconds;                  /* DB feed lease, default 60 */
+    int ledger_lease_seconds;           /* claim takeover, default 1800 */
+    int max_attempts;                   /* handler failures before the dead letter, default 10 */
+    int backoff_base_ms;                /* default 5000 */
+    int backoff_cap_ms;                 /* default 300000 */
+    int poll_max_ms;                    /* longest wait for new events, default 1000 */
+    outbox_relay_mode mode;             /* DB feed: mark (default) or prune handled rows */
     long long ledger_retention_seconds; /* default 30 days; not below the stream's max age */
     int retention_seconds;              /* DB feed, mark mode: done rows kept, default 1 day */
     long long stream_max_age_seconds;   /* the stream's max_age, default 7 days */
@@ -192,13 +192,13 @@ typedef struct outbox_consumer_options {
 OUTBOX_API void outbox_consumer_options_init(outbox_consumer_options *opts);
 
 typedef struct outbox_consumer_stats {
-    unsigned long long fetched;   /* messages received */
-    unsigned long long handled;   /* handler runs that returned DONE */
-    unsigned long long skipped;   /* already done (redeliveries, republishes) */
-    unsigned long long deferred;  /* claim held elsewhere or backing off: redelivered later */
-    unsigned long long failed;    /* handler failures (attempts spent) */
-    unsigned long long retried;   /* RETRY results (no attempt spent) */
-    unsigned long long dead;      /* dead-lettered (event, handler) pairs */
+    unsigned long long fetched;       /* messages received */
+    unsigned long long handled;       /* handler runs that returned DONE */
+    unsigned long long skipped;       /* already done (redeliveries, republishes) */
+    unsigned long long deferred;      /* claim held elsewhere or backing off: redelivered later */
+    unsigned long long failed;        /* handler failures (attempts spent) */
+    unsigned long long retried;       /* RETRY results (no attempt spent) */
+    unsigned long long dead;          /* dead-lettered (event, handler) pairs */
     unsigned long long ledger_errors; /* ledger unavailable: redelivered, nothing spent */
     int database_up;
     int broker_up;

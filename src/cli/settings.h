@@ -17,7 +17,7 @@
 struct obx_config {
     const char *database_url;
     const char *nats_url;
-    const char *bus;        /* jetstream | nats-core | db */
+    const char *bus; /* jetstream | nats-core | db */
     const char *schema;
     const char *relay_mode; /* mark | prune */
     const char *stream;
@@ -59,13 +59,13 @@ struct obx_config {
 enum obx_setting_type { OBX_SETTING_STR, OBX_SETTING_INT, OBX_SETTING_CHOICE };
 
 struct obx_setting {
-    const char *env;            /* environment variable; the flag derives from it */
+    const char *env; /* environment variable; the flag derives from it */
     enum obx_setting_type type;
-    size_t offset;              /* where the value lands in struct obx_config */
-    const char *fallback;       /* default as text; NULL: none (unset) */
-    long min, max;              /* bounds for OBX_SETTING_INT */
-    const char *choices;        /* "a|b|c" for OBX_SETTING_CHOICE */
-    const char *help;           /* one line for --help and the README */
+    size_t offset;        /* where the value lands in struct obx_config */
+    const char *fallback; /* default as text; NULL: none (unset) */
+    long min, max;        /* bounds for OBX_SETTING_INT */
+    const char *choices;  /* "a|b|c" for OBX_SETTING_CHOICE */
+    const char *help;     /* one line for --help and the README */
 };
 
 extern const struct obx_setting obx_settings[];

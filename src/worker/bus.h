@@ -25,26 +25,26 @@ enum obx_bus_kind {
 
 struct obx_bus_options {
     enum obx_bus_kind kind;
-    const char *url;               /* comma-separated server URLs */
-    const char *stream;            /* JetStream stream name, e.g. "EVENTS" (ExpectStream) */
-    const char *creds_file;        /* NULL: none */
-    const char *tls_ca_file;       /* NULL: system trust (when the URL is tls://) */
-    const char *tls_cert_file;     /* client certificate, NULL: none */
-    const char *tls_key_file;      /* NULL: none */
-    const char *ce_source;         /* CloudEvents source attribute */
-    const char *name;              /* connection name shown by the server */
-    int connect_timeout_ms;        /* per attempt */
-    int publish_timeout_ms;        /* how long collect() waits for acks */
-    int max_in_flight;             /* async publish window (messages) */
+    const char *url;           /* comma-separated server URLs */
+    const char *stream;        /* JetStream stream name, e.g. "EVENTS" (ExpectStream) */
+    const char *creds_file;    /* NULL: none */
+    const char *tls_ca_file;   /* NULL: system trust (when the URL is tls://) */
+    const char *tls_cert_file; /* client certificate, NULL: none */
+    const char *tls_key_file;  /* NULL: none */
+    const char *ce_source;     /* CloudEvents source attribute */
+    const char *name;          /* connection name shown by the server */
+    int connect_timeout_ms;    /* per attempt */
+    int publish_timeout_ms;    /* how long collect() waits for acks */
+    int max_in_flight;         /* async publish window (messages) */
 };
 
 void obx_bus_options_init(struct obx_bus_options *opts);
 
 /* One envelope to publish. Borrowed: valid only during obx_bus_send(). */
 struct obx_bus_message {
-    const char *id;          /* event id: Nats-Msg-Id and ce-id */
-    const char *subject;     /* {prefix}.{aggregate_type}.{event_type} */
-    const char *body;        /* the envelope JSON */
+    const char *id;      /* event id: Nats-Msg-Id and ce-id */
+    const char *subject; /* {prefix}.{aggregate_type}.{event_type} */
+    const char *body;    /* the envelope JSON */
     size_t body_len;
     const char *ce_type;     /* {aggregate_type}.{event_type} */
     const char *ce_time;     /* occurred_at */
@@ -53,16 +53,17 @@ struct obx_bus_message {
 };
 
 enum obx_publish_outcome {
-    OBX_PUBLISH_OK,          /* stored in the expected stream (a duplicate counts) */
-    OBX_PUBLISH_REJECTED,    /* the server refused this message: retry with backoff, spend an attempt */
+    OBX_PUBLISH_OK,       /* stored in the expected stream (a duplicate counts) */
+    OBX_PUBLISH_REJECTED, /* the server refused this message: retry with backoff, spend an attempt
+                           */
     OBX_PUBLISH_UNAVAILABLE, /* no ack for a transport reason: release, spend nothing */
     OBX_PUBLISH_TOO_LARGE,   /* can never fit max_payload: quarantine as invalid */
 };
 
 struct obx_publish_result {
     enum obx_publish_outcome outcome;
-    int duplicate;     /* JetStream said it already had this Nats-Msg-Id */
-    char reason[200];  /* why, for last_error; "" when OK */
+    int duplicate;    /* JetStream said it already had this Nats-Msg-Id */
+    char reason[200]; /* why, for last_error; "" when OK */
 };
 
 struct obx_bus;
@@ -101,7 +102,7 @@ outbox_status obx_bus_send(struct obx_bus *bus, const struct obx_bus_message *ms
  * OBX_PUBLISH_UNAVAILABLE (they may still land; republishing with the same
  * Nats-Msg-Id is deduplicated). Afterwards the bus accepts a new batch.
  */
-outbox_status obx_bus_collect(struct obx_bus *bus, struct obx_publish_result *results,
-                              size_t count, outbox_error *err);
+outbox_status obx_bus_collect(struct obx_bus *bus, struct obx_publish_result *results, size_t count,
+                              outbox_error *err);
 
 #endif

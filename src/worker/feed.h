@@ -20,12 +20,12 @@
 
 /* One delivered event. Strings are borrowed until the batch is finished. */
 struct obx_feed_msg {
-    const char *event_id;  /* Nats-Msg-Id, or the outbox row id; "" if the message has none */
-    const char *subject;   /* {prefix}.{aggregate_type}.{event_type} */
-    const char *envelope;  /* the envelope JSON (JetStream: the body as sent, maybe not JSON) */
+    const char *event_id; /* Nats-Msg-Id, or the outbox row id; "" if the message has none */
+    const char *subject;  /* {prefix}.{aggregate_type}.{event_type} */
+    const char *envelope; /* the envelope JSON (JetStream: the body as sent, maybe not JSON) */
     size_t envelope_len;
-    long long deliveries;  /* how many times the feed delivered it (1 = first); DB feed:
-                            * 1 + leases of the row that ran out (NAKs do not count) */
+    long long deliveries; /* how many times the feed delivered it (1 = first); DB feed:
+                           * 1 + leases of the row that ran out (NAKs do not count) */
 };
 
 struct obx_feed_batch {
@@ -79,19 +79,19 @@ struct obx_feed {
 
 /* What both feeds need to know. */
 struct obx_feed_options {
-    const char *database_url;      /* DB feed */
-    const char *schema;            /* DB feed */
-    int lease_seconds;             /* DB feed: OUTBOX_LEASE_SECONDS */
-    int prune;                     /* DB feed: 1 deletes acked rows, 0 marks them done */
-    const char *nats_url;          /* JetStream feed */
-    const char *stream;            /* JetStream: "EVENTS" */
-    const char *subject_prefix;    /* the consumer filters {prefix}.> */
-    const char *consumer_name;     /* JetStream durable consumer, shared by replicas */
-    int ack_wait_seconds;          /* JetStream consumer ack_wait */
-    long long max_deliver;         /* JetStream safety net; -1: unlimited */
-    int max_ack_pending;           /* JetStream; sized for batch x replicas; -1: unlimited */
-    const char *name;              /* replica name for logs */
-    const char *creds_file;        /* NATS credentials, NULL: none */
+    const char *database_url;   /* DB feed */
+    const char *schema;         /* DB feed */
+    int lease_seconds;          /* DB feed: OUTBOX_LEASE_SECONDS */
+    int prune;                  /* DB feed: 1 deletes acked rows, 0 marks them done */
+    const char *nats_url;       /* JetStream feed */
+    const char *stream;         /* JetStream: "EVENTS" */
+    const char *subject_prefix; /* the consumer filters {prefix}.> */
+    const char *consumer_name;  /* JetStream durable consumer, shared by replicas */
+    int ack_wait_seconds;       /* JetStream consumer ack_wait */
+    long long max_deliver;      /* JetStream safety net; -1: unlimited */
+    int max_ack_pending;        /* JetStream; sized for batch x replicas; -1: unlimited */
+    const char *name;           /* replica name for logs */
+    const char *creds_file;     /* NATS credentials, NULL: none */
     const char *tls_ca_file;
     const char *tls_cert_file;
     const char *tls_key_file;

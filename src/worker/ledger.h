@@ -46,9 +46,9 @@ enum obx_claim_state {
 
 struct obx_claim {
     enum obx_claim_state state;
-    int attempts;          /* handler failures so far for (event, handler) */
-    long long defer_ms;    /* BUSY/BACKOFF: how long until it may run; 0 otherwise */
-    char owner_token[37];  /* RUN: the token that guards later writes */
+    int attempts;         /* handler failures so far for (event, handler) */
+    long long defer_ms;   /* BUSY/BACKOFF: how long until it may run; 0 otherwise */
+    char owner_token[37]; /* RUN: the token that guards later writes */
 };
 
 /* One event offered to a handler. Borrowed for the duration of a call. */
@@ -99,10 +99,10 @@ struct obx_failure_policy {
 };
 
 struct obx_failure_result {
-    int attempts;        /* after this failure */
-    int dead;            /* 1: dead-lettered now (attempts reached max) */
-    long long retry_ms;  /* not dead: delay until the next try (backoff with jitter) */
-    int applied;         /* 0: the claim had moved on (owner token mismatch); nothing changed */
+    int attempts;       /* after this failure */
+    int dead;           /* 1: dead-lettered now (attempts reached max) */
+    long long retry_ms; /* not dead: delay until the next try (backoff with jitter) */
+    int applied;        /* 0: the claim had moved on (owner token mismatch); nothing changed */
 };
 
 /*

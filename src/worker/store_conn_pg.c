@@ -58,7 +58,8 @@ static outbox_status
 prepare_session(struct obx_store *store, outbox_error *err)
 {
     const char *params[] = {store->schema};
-    outbox_status status = exec_checked(store, OBX_STORE_SESSION, NULL, 0, "set up the session", err);
+    outbox_status status =
+        exec_checked(store, OBX_STORE_SESSION, NULL, 0, "set up the session", err);
 
     if (status != OUTBOX_OK || !store->listening) {
         return status;

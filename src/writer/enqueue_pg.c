@@ -120,8 +120,8 @@ envelope_within_limit(const outbox_writer *w, outbox_event *ev, const char **jso
 }
 
 static outbox_status
-run_insert(PGconn *conn, const char *sql, const char *const *params, int nparams,
-           const char *doing, outbox_error *err)
+run_insert(PGconn *conn, const char *sql, const char *const *params, int nparams, const char *doing,
+           outbox_error *err)
 {
     PGresult *res = PQexecParams(conn, sql, nparams, NULL, params, NULL, NULL, 0);
     outbox_status status = OUTBOX_OK;

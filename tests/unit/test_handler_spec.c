@@ -12,9 +12,9 @@ Test(handler_spec, parses_a_sql_handler_with_a_filter)
     struct obx_handler_spec s;
     outbox_error err;
 
-    cr_assert_eq(obx_handler_spec_parse("stats@events.movie.>=sql:INSERT INTO t VALUES ($1)", &s,
-                                        &err),
-                 OUTBOX_OK, "%s", err.message);
+    cr_assert_eq(
+        obx_handler_spec_parse("stats@events.movie.>=sql:INSERT INTO t VALUES ($1)", &s, &err),
+        OUTBOX_OK, "%s", err.message);
     cr_assert_str_eq(s.name, "stats");
     cr_assert_str_eq(s.filter, "events.movie.>");
     cr_assert_eq(s.kind, OBX_SPEC_SQL);
@@ -26,9 +26,9 @@ Test(handler_spec, parses_an_exec_handler_without_a_filter)
 {
     struct obx_handler_spec s;
 
-    cr_assert_eq(obx_handler_spec_parse("mailer.v2=exec:/usr/local/bin/send-mail --to=a@b", &s,
-                                        NULL),
-                 OUTBOX_OK);
+    cr_assert_eq(
+        obx_handler_spec_parse("mailer.v2=exec:/usr/local/bin/send-mail --to=a@b", &s, NULL),
+        OUTBOX_OK);
     cr_assert_str_eq(s.name, "mailer.v2");
     cr_assert_null(s.filter);
     cr_assert_eq(s.kind, OBX_SPEC_EXEC);

@@ -90,10 +90,17 @@ Test(settings, trailing_garbage_in_a_number_is_refused)
 
 Test(settings, every_design_variable_is_in_the_table)
 {
-    const char *design[] = {"OUTBOX_DATABASE_URL", "OUTBOX_NATS_URL", "OUTBOX_BUS",
-                            "OUTBOX_SCHEMA", "OUTBOX_RELAY_MODE", "OUTBOX_MAX_ATTEMPTS",
-                            "OUTBOX_LEASE_SECONDS", "OUTBOX_LEDGER_LEASE_SECONDS",
-                            "OUTBOX_BATCH_SIZE", "OUTBOX_STREAM", "OUTBOX_SUBJECT_PREFIX",
+    const char *design[] = {"OUTBOX_DATABASE_URL",
+                            "OUTBOX_NATS_URL",
+                            "OUTBOX_BUS",
+                            "OUTBOX_SCHEMA",
+                            "OUTBOX_RELAY_MODE",
+                            "OUTBOX_MAX_ATTEMPTS",
+                            "OUTBOX_LEASE_SECONDS",
+                            "OUTBOX_LEDGER_LEASE_SECONDS",
+                            "OUTBOX_BATCH_SIZE",
+                            "OUTBOX_STREAM",
+                            "OUTBOX_SUBJECT_PREFIX",
                             "OUTBOX_HTTP_ADDR"};
 
     for (size_t d = 0; d < sizeof(design) / sizeof(design[0]); d++) {
