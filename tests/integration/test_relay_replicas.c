@@ -240,8 +240,15 @@ Test(relay_replicas, a_replica_stopped_holding_a_lease_changes_no_row_once_anoth
     relay_test_scan_leases(&sleeper, &sleeper_leases);
     cr_log_info("the stopped replica held %lld rows and logged %zu as lost", held,
                 sleeper_leases.lost_rows);
-    cr_assert_eq(sleeper_leases.lost_rows, (size_t)held,
-                 "its finish must change none of the %lld rows it held", held);
+    /*
+     * Every row it held is reported lost. It may report more than the
+     * count taken at the freeze: a lease already on its way when the
+     * process stopped lands only after SIGCONT (seen once in ~10 CI runs).
+     * Whether it changed anything is the snapshot comparison below.
+     */
+    cr_assert_geq(sleeper_leases.lost_rows, (size_t)held,
+                  "its finish must change none of the %lld rows it held (logged %zu lost)", held,
+                  sleeper_leases.lost_rows);
     cr_assert_eq(harness_scalar_ll(conn,
                                    "SELECT count(*) FROM (SELECT id, status, attempts, "
                                    "lease_expiries, next_attempt_at, leased_until, lease_token, "
