@@ -11,6 +11,7 @@
 
 #include <jansson.h>
 #include <libpq-fe.h>
+#include <pthread.h>
 
 #include "outbox/worker.h"
 
@@ -74,6 +75,34 @@ void obx_bench_preload(PGconn *conn, long long count);
 
 int obx_bench_stream_create(const char *url, const char *name, const char *prefix);
 void obx_bench_stream_delete(const char *url, const char *name);
+
+/* ---- relay and consumer threads (workers.c) ---- */
+
+enum { OBX_BENCH_MAX_WORKERS = 16 };
+
+struct obx_bench_worker {
+    outbox_relay *relay;       /* one of the two; owned */
+    outbox_consumer *consumer; /* owned */
+    pthread_t thread;
+};
+
+struct obx_bench_workers {
+    int count;
+    struct obx_bench_worker w[OBX_BENCH_MAX_WORKERS];
+};
+
+/* Start `count` relays (consumers with one SQL handler) on threads; exit 1 on failure. */
+void obx_bench_relays_start(struct obx_bench_workers *ws, const outbox_relay_options *opts,
+                            int count);
+void obx_bench_consumers_start(struct obx_bench_workers *ws, const outbox_consumer_options *opts,
+                               int count, const char *handler_sql);
+
+/* Stops, joins and frees every worker. */
+void obx_bench_workers_stop(struct obx_bench_workers *ws);
+
+/* Counters summed over the relays (the consumers). */
+void obx_bench_relay_totals(struct obx_bench_workers *ws, outbox_relay_stats *sum);
+void obx_bench_consumer_totals(struct obx_bench_workers *ws, outbox_consumer_stats *sum);
 
 /* ---- benches ---- */
 

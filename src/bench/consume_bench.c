@@ -10,14 +10,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "bench.h"
 #include "stream_audit.h"
 
 #include "banned.h" /* last: poisons unsafe functions */
-
-enum { MAX_REPLICAS = 8 };
 
 struct consume_case {
     outbox_bus_kind bus;
@@ -27,95 +24,34 @@ struct consume_case {
     double seconds; /* filled: first fetch to last handled */
 };
 
-struct replica {
-    outbox_consumer *consumer;
-    pthread_t thread;
-};
-
-static void *
-consumer_main(void *arg)
-{
-    outbox_error err;
-
-    outbox_consumer_run(arg, &err);
-    return NULL;
-}
-
-static void
-sleep_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-
-    nanosleep(&ts, NULL);
-}
-
-static void
-start_consumers(const struct obx_bench_env *env, const struct consume_case *c, struct replica *r)
-{
-    for (int i = 0; i < c->replicas; i++) {
-        outbox_consumer_options o;
-        outbox_error err;
-        char name[32];
-
-        snprintf(name, sizeof(name), "bench-consumer-%d", i);
-        outbox_consumer_options_init(&o);
-        o.database_url = env->database_url;
-        o.nats_url = env->nats_url;
-        o.bus = c->bus;
-        o.stream = c->stream;
-        o.subject_prefix = c->prefix;
-        o.consumer_name = "bench";
-        o.name = name;
-        o.batch_size = env->batch > 1000 ? 1000 : env->batch;
-        o.poll_max_ms = 200;
-        if (outbox_consumer_new(&o, &r[i].consumer, &err) != OUTBOX_OK ||
-            outbox_consumer_add_sql_handler(r[i].consumer, "bench_sql", NULL, obx_bench_handler_sql,
-                                            &err) != OUTBOX_OK ||
-            pthread_create(&r[i].thread, NULL, consumer_main, r[i].consumer) != 0) {
-            fprintf(stderr, "outbox-bench: cannot start a consumer: %s\n", err.message);
-            exit(1);
-        }
-    }
-}
-
-static void
-totals(struct replica *r, int n, outbox_consumer_stats *sum)
-{
-    memset(sum, 0, sizeof(*sum));
-    for (int i = 0; i < n; i++) {
-        outbox_consumer_stats s;
-
-        outbox_consumer_stats_get(r[i].consumer, &s);
-        sum->fetched += s.fetched;
-        sum->handled += s.handled;
-        sum->failed += s.failed;
-    }
-}
-
 /* From the first fetch until every event is handled; returns events/s. */
 static double
 run_consumers(const struct obx_bench_env *env, struct consume_case *c)
 {
-    struct replica r[MAX_REPLICAS];
+    struct obx_bench_workers ws = {0};
+    outbox_consumer_options o;
     outbox_consumer_stats s;
     double start = 0, deadline = obx_bench_now() + 300;
 
-    start_consumers(env, c, r);
+    outbox_consumer_options_init(&o);
+    o.database_url = env->database_url;
+    o.nats_url = env->nats_url;
+    o.bus = c->bus;
+    o.stream = c->stream;
+    o.subject_prefix = c->prefix;
+    o.consumer_name = "bench";
+    o.batch_size = env->batch > 1000 ? 1000 : env->batch;
+    o.poll_max_ms = 200;
+    obx_bench_consumers_start(&ws, &o, c->replicas, obx_bench_handler_sql);
     do {
-        sleep_ms(start > 0 ? 5 : 1);
-        totals(r, c->replicas, &s);
+        obx_bench_pace(obx_bench_now(), start > 0 ? 0.005 : 0.001);
+        obx_bench_consumer_totals(&ws, &s);
         if (start == 0 && s.fetched > 0) {
             start = obx_bench_now();
         }
     } while ((long long)s.handled < c->events && obx_bench_now() < deadline);
     c->seconds = obx_bench_now() - start;
-    for (int i = 0; i < c->replicas; i++) {
-        outbox_consumer_stop(r[i].consumer);
-    }
-    for (int i = 0; i < c->replicas; i++) {
-        pthread_join(r[i].thread, NULL);
-        outbox_consumer_free(r[i].consumer);
-    }
+    obx_bench_workers_stop(&ws);
     return (double)s.handled / c->seconds;
 }
 

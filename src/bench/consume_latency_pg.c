@@ -8,38 +8,16 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 
 #include "bench.h"
 
 #include "banned.h" /* last: poisons unsafe functions */
 
-struct worker {
-    void *object;
-    int is_relay;
-    pthread_t thread;
-};
-
-static void *
-worker_main(void *arg)
-{
-    struct worker *w = arg;
-    outbox_error err;
-
-    if (w->is_relay) {
-        outbox_relay_run(w->object, &err);
-    } else {
-        outbox_consumer_run(w->object, &err);
-    }
-    return NULL;
-}
-
-static int
-start_workers(const struct obx_bench_env *env, struct worker *relay, struct worker *consumer)
+static void
+start_workers(const struct obx_bench_env *env, struct obx_bench_workers *ws)
 {
     outbox_relay_options ro;
     outbox_consumer_options co;
-    outbox_error err;
 
     outbox_relay_options_init(&ro);
     ro.database_url = env->database_url;
@@ -53,29 +31,8 @@ start_workers(const struct obx_bench_env *env, struct worker *relay, struct work
     co.subject_prefix = "benche2e";
     co.consumer_name = "bench-e2e";
     co.poll_max_ms = 100;
-    *relay = (struct worker){.is_relay = 1};
-    *consumer = (struct worker){.is_relay = 0};
-    if (outbox_relay_new(&ro, (outbox_relay **)&relay->object, &err) != OUTBOX_OK ||
-        outbox_consumer_new(&co, (outbox_consumer **)&consumer->object, &err) != OUTBOX_OK ||
-        outbox_consumer_add_sql_handler(consumer->object, "bench_sql", NULL, obx_bench_handler_sql,
-                                        &err) != OUTBOX_OK) {
-        fprintf(stderr, "outbox-bench: latency: %s\n", err.message);
-        return -1;
-    }
-    pthread_create(&relay->thread, NULL, worker_main, relay);
-    pthread_create(&consumer->thread, NULL, worker_main, consumer);
-    return 0;
-}
-
-static void
-stop_workers(struct worker *relay, struct worker *consumer)
-{
-    outbox_relay_stop(relay->object);
-    outbox_consumer_stop(consumer->object);
-    pthread_join(relay->thread, NULL);
-    pthread_join(consumer->thread, NULL);
-    outbox_relay_free(relay->object);
-    outbox_consumer_free(consumer->object);
+    obx_bench_relays_start(ws, &ro, 1);
+    obx_bench_consumers_start(ws, &co, 1, obx_bench_handler_sql);
 }
 
 static int
@@ -103,15 +60,15 @@ int
 obx_bench_consume_latency(const struct obx_bench_env *env, PGconn *conn, int rate_per_s,
                           double seconds, double *p50_ms, double *p99_ms, long long *samples)
 {
-    struct worker relay, consumer;
+    struct obx_bench_workers ws = {0};
     long long count = (long long)(rate_per_s * seconds);
     double start, deadline;
 
     obx_bench_effects_reset(conn);
-    if (obx_bench_stream_create(env->nats_url, "BENCH_E2E", "benche2e") != 0 ||
-        start_workers(env, &relay, &consumer) != 0) {
+    if (obx_bench_stream_create(env->nats_url, "BENCH_E2E", "benche2e") != 0) {
         return -1;
     }
+    start_workers(env, &ws);
     start = obx_bench_now();
     for (long long i = 0; i < count; i++) {
         obx_bench_pace(start, (double)i / rate_per_s);
@@ -122,7 +79,7 @@ obx_bench_consume_latency(const struct obx_bench_env *env, PGconn *conn, int rat
            obx_bench_now() < deadline) {
         obx_bench_pace(obx_bench_now(), 0.02);
     }
-    stop_workers(&relay, &consumer);
+    obx_bench_workers_stop(&ws);
     obx_bench_stream_delete(env->nats_url, "BENCH_E2E");
     return percentiles(conn, p50_ms, p99_ms, samples);
 }

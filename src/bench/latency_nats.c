@@ -11,7 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "bench.h"
 #include "outbox/worker.h"
@@ -70,15 +69,6 @@ write_paced(PGconn *conn, struct latency_run *run, int rate_per_s)
     }
 }
 
-static void *
-relay_main(void *arg)
-{
-    outbox_error err;
-
-    outbox_relay_run(arg, &err);
-    return NULL;
-}
-
 static void
 percentiles(struct latency_run *run, double *p50, double *p99, long long *samples)
 {
@@ -106,9 +96,7 @@ obx_bench_relay_latency(const struct obx_bench_env *env, int rate_per_s, double 
     natsConnection *nc = NULL;
     natsSubscription *sub = NULL;
     outbox_relay_options o;
-    outbox_relay *relay = NULL;
-    outbox_error err;
-    pthread_t thread;
+    struct obx_bench_workers ws = {0};
     PGconn *conn = obx_bench_connect(env);
     double deadline;
 
@@ -128,18 +116,13 @@ obx_bench_relay_latency(const struct obx_bench_env *env, int rate_per_s, double 
     o.stream = "BENCH_LAT";
     o.subject_prefix = "benchlat";
     o.batch_size = env->batch;
-    outbox_relay_new(&o, &relay, &err);
-    pthread_create(&thread, NULL, relay_main, relay);
+    obx_bench_relays_start(&ws, &o, 1);
     write_paced(conn, &run, rate_per_s);
     deadline = obx_bench_now() + 10;
     while (run.received < run.count && obx_bench_now() < deadline) {
-        struct timespec ts = {0, 10 * 1000 * 1000};
-
-        nanosleep(&ts, NULL);
+        obx_bench_pace(obx_bench_now(), 0.01);
     }
-    outbox_relay_stop(relay);
-    pthread_join(thread, NULL);
-    outbox_relay_free(relay);
+    obx_bench_workers_stop(&ws);
     natsSubscription_Destroy(sub);
     natsConnection_Destroy(nc);
     obx_bench_stream_delete(env->nats_url, "BENCH_LAT");

@@ -13,7 +13,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "bench.h"
 #include "outbox/worker.h"
@@ -22,85 +21,7 @@
 
 #include "banned.h" /* last: poisons unsafe functions */
 
-enum { MAX_REPLICAS = 8, WINDOW = 1024 };
-
-struct replica {
-    outbox_relay *relay;
-    pthread_t thread;
-};
-
-static void *
-replica_main(void *arg)
-{
-    outbox_error err;
-
-    outbox_relay_run(arg, &err);
-    return NULL;
-}
-
-static void
-sleep_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-
-    nanosleep(&ts, NULL);
-}
-
-static void
-start_replicas(const struct obx_bench_env *env, const struct obx_bench_relay_case *c,
-               struct replica *r)
-{
-    for (int i = 0; i < c->replicas; i++) {
-        outbox_relay_options o;
-        outbox_error err;
-        char name[32];
-
-        snprintf(name, sizeof(name), "bench-%d", i);
-        outbox_relay_options_init(&o);
-        o.database_url = env->database_url;
-        o.nats_url = env->nats_url;
-        o.stream = c->stream;
-        o.subject_prefix = c->prefix;
-        o.mode = c->prune ? OUTBOX_RELAY_PRUNE : OUTBOX_RELAY_MARK;
-        o.batch_size = c->batch;
-        o.max_in_flight = WINDOW;
-        o.name = name;
-        if (outbox_relay_new(&o, &r[i].relay, &err) != OUTBOX_OK ||
-            pthread_create(&r[i].thread, NULL, replica_main, r[i].relay) != 0) {
-            fprintf(stderr, "outbox-bench: cannot start a relay: %s\n", err.message);
-            exit(1);
-        }
-    }
-}
-
-static void
-stop_replicas(struct replica *r, int count)
-{
-    for (int i = 0; i < count; i++) {
-        outbox_relay_stop(r[i].relay);
-    }
-    for (int i = 0; i < count; i++) {
-        pthread_join(r[i].thread, NULL);
-        outbox_relay_free(r[i].relay);
-    }
-}
-
-/* Sums the replicas' counters. */
-static void
-total_stats(struct replica *r, int count, outbox_relay_stats *sum)
-{
-    memset(sum, 0, sizeof(*sum));
-    for (int i = 0; i < count; i++) {
-        outbox_relay_stats s;
-
-        outbox_relay_stats_get(r[i].relay, &s);
-        sum->leased += s.leased;
-        sum->published += s.published;
-        sum->duplicates += s.duplicates;
-        sum->dead += s.dead;
-        sum->invalid += s.invalid;
-    }
-}
+enum { WINDOW = 1024 };
 
 /*
  * Runs one case on a preloaded outbox: the clock starts when the first row
@@ -109,14 +30,23 @@ total_stats(struct replica *r, int count, outbox_relay_stats *sum)
 double
 obx_bench_relay_case(const struct obx_bench_env *env, struct obx_bench_relay_case *c)
 {
-    struct replica r[MAX_REPLICAS];
+    struct obx_bench_workers ws = {0};
+    outbox_relay_options o;
     outbox_relay_stats s;
     double start = 0, deadline = obx_bench_now() + 300;
 
-    start_replicas(env, c, r);
+    outbox_relay_options_init(&o);
+    o.database_url = env->database_url;
+    o.nats_url = env->nats_url;
+    o.stream = c->stream;
+    o.subject_prefix = c->prefix;
+    o.mode = c->prune ? OUTBOX_RELAY_PRUNE : OUTBOX_RELAY_MARK;
+    o.batch_size = c->batch;
+    o.max_in_flight = WINDOW;
+    obx_bench_relays_start(&ws, &o, c->replicas);
     do {
-        sleep_ms(start > 0 ? 5 : 1);
-        total_stats(r, c->replicas, &s);
+        obx_bench_pace(obx_bench_now(), start > 0 ? 0.005 : 0.001);
+        obx_bench_relay_totals(&ws, &s);
         if (start == 0 && s.leased > 0) {
             start = obx_bench_now();
         }
@@ -124,7 +54,7 @@ obx_bench_relay_case(const struct obx_bench_env *env, struct obx_bench_relay_cas
              obx_bench_now() < deadline);
     c->seconds = obx_bench_now() - start;
     c->duplicates = (long long)s.duplicates;
-    stop_replicas(r, c->replicas);
+    obx_bench_workers_stop(&ws);
     return (double)c->events / c->seconds;
 }
 

@@ -9,7 +9,6 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 
 #include "bench.h"
 #include "outbox/worker.h"
@@ -48,15 +47,6 @@ writer_main(void *arg)
     return NULL;
 }
 
-static void *
-relay_main(void *arg)
-{
-    outbox_error err;
-
-    outbox_relay_run(arg, &err);
-    return NULL;
-}
-
 static long long
 backlog(PGconn *conn)
 {
@@ -65,24 +55,17 @@ backlog(PGconn *conn)
 }
 
 static void
-start_relays(const struct obx_bench_env *env, outbox_relay **relays, pthread_t *threads)
+start_relays(const struct obx_bench_env *env, struct obx_bench_workers *ws)
 {
-    for (int i = 0; i < RELAYS; i++) {
-        outbox_relay_options o;
-        outbox_error err;
+    outbox_relay_options o;
 
-        outbox_relay_options_init(&o);
-        o.database_url = env->database_url;
-        o.nats_url = env->nats_url;
-        o.stream = "BENCH_SUSTAINED";
-        o.subject_prefix = "benchsus";
-        o.batch_size = env->batch;
-        if (outbox_relay_new(&o, &relays[i], &err) != OUTBOX_OK ||
-            pthread_create(&threads[i], NULL, relay_main, relays[i]) != 0) {
-            fprintf(stderr, "outbox-bench: cannot start a relay: %s\n", err.message);
-            exit(1);
-        }
-    }
+    outbox_relay_options_init(&o);
+    o.database_url = env->database_url;
+    o.nats_url = env->nats_url;
+    o.stream = "BENCH_SUSTAINED";
+    o.subject_prefix = "benchsus";
+    o.batch_size = env->batch;
+    obx_bench_relays_start(ws, &o, RELAYS);
 }
 
 int
@@ -90,8 +73,7 @@ obx_bench_sustained(const struct obx_bench_env *env)
 {
     const double rate = 10000, seconds = env->sustain_seconds;
     struct writer writers[WRITERS];
-    outbox_relay *relays[RELAYS];
-    pthread_t relay_threads[RELAYS];
+    struct obx_bench_workers relays = {0};
     PGconn *conn = obx_bench_connect(env);
     long long written = 0, at_end, left;
     double start, stop, drained;
@@ -100,7 +82,7 @@ obx_bench_sustained(const struct obx_bench_env *env)
     if (obx_bench_stream_create(env->nats_url, "BENCH_SUSTAINED", "benchsus") != 0) {
         return 1;
     }
-    start_relays(env, relays, relay_threads);
+    start_relays(env, &relays);
     start = obx_bench_now();
     for (int i = 0; i < WRITERS; i++) {
         writers[i] = (struct writer){.env = env, .rate_per_s = rate / WRITERS, .seconds = seconds};
@@ -113,19 +95,11 @@ obx_bench_sustained(const struct obx_bench_env *env)
     stop = obx_bench_now();
     at_end = backlog(conn);
     for (left = at_end; left > 0 && obx_bench_now() - stop < 120;) {
-        struct timespec ts = {0, 20 * 1000 * 1000};
-
-        nanosleep(&ts, NULL);
+        obx_bench_pace(obx_bench_now(), 0.02);
         left = backlog(conn);
     }
     drained = obx_bench_now() - stop;
-    for (int i = 0; i < RELAYS; i++) {
-        outbox_relay_stop(relays[i]);
-    }
-    for (int i = 0; i < RELAYS; i++) {
-        pthread_join(relay_threads[i], NULL);
-        outbox_relay_free(relays[i]);
-    }
+    obx_bench_workers_stop(&relays);
     obx_bench_emit(
         json_pack("{s:s, s:s, s:f, s:f, s:i, s:i, s:i, s:I, s:f, s:I, s:f, s:f, s:I}", "bench",
                   "relay", "case", "sustained", "rate", rate, "seconds", seconds, "replicas",

@@ -95,3 +95,29 @@ obx_sql_render(const char *sql_template, const char *quoted_schema)
     *w = '\0';
     return out;
 }
+
+outbox_status
+obx_sql_render_set(const char *schema, const char *const *templates, size_t count, char **out,
+                   outbox_error *err)
+{
+    char quoted[OBX_SCHEMA_QUOTED_CAP];
+    outbox_status st = obx_sql_quote_schema(schema, quoted, err);
+
+    for (size_t i = 0; st == OUTBOX_OK && i < count; i++) {
+        out[i] = obx_sql_render(templates[i], quoted);
+        if (out[i] == NULL) {
+            obx_sql_free_set(out, i);
+            st = obx_fail(err, OUTBOX_ENOMEM, "out of memory rendering SQL");
+        }
+    }
+    return st;
+}
+
+void
+obx_sql_free_set(char **set, size_t count)
+{
+    for (size_t i = 0; i < count; i++) {
+        free(set[i]);
+        set[i] = NULL;
+    }
+}

@@ -11,6 +11,8 @@
 #ifndef OBX_SQL_H
 #define OBX_SQL_H
 
+#include <stddef.h>
+
 #include "outbox/outbox.h"
 
 /* Longest valid schema name, from PostgreSQL's NAMEDATALEN - 1. */
@@ -30,5 +32,14 @@ outbox_status obx_sql_quote_schema(const char *schema, char *out, outbox_error *
  * by `quoted_schema`, or NULL when out of memory. The caller frees it.
  */
 char *obx_sql_render(const char *sql_template, const char *quoted_schema);
+
+/*
+ * Checks `schema` and renders `count` statements for it into `out`
+ * (malloc'd; the caller frees them with obx_sql_free_set). OUTBOX_EINVAL
+ * for a bad schema name, OUTBOX_ENOMEM (with nothing left allocated).
+ */
+outbox_status obx_sql_render_set(const char *schema, const char *const *templates, size_t count,
+                                 char **out, outbox_error *err);
+void obx_sql_free_set(char **set, size_t count);
 
 #endif

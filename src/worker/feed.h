@@ -77,6 +77,12 @@ struct obx_feed {
     void *impl; /* owned by the backend, freed by ops->close */
 };
 
+/*
+ * Allocates a feed with `ops` and a zeroed backend state of `impl_size`
+ * bytes in feed->impl (freed by ops->close). NULL when out of memory.
+ */
+struct obx_feed *obx_feed_alloc(const struct obx_feed_ops *ops, size_t impl_size);
+
 /* What both feeds need to know. */
 struct obx_feed_options {
     const char *database_url;   /* DB feed */

@@ -377,10 +377,10 @@ obx_feed_db_open(const struct obx_feed_options *opts, struct obx_feed **out, out
     struct obx_store_options so = {
         .conninfo = opts->database_url,
         .schema = opts->schema != NULL ? opts->schema : "outbox",
-        .application_name = "outbox-consumer",
+        .application_name = "outboxd-consumer",
     };
-    struct obx_feed *feed = NULL;
-    struct db_feed *f = NULL;
+    struct obx_feed *feed;
+    struct db_feed *f;
     outbox_status st;
 
     obx_error_reset(err);
@@ -388,15 +388,11 @@ obx_feed_db_open(const struct obx_feed_options *opts, struct obx_feed **out, out
     if (st != OUTBOX_OK) {
         return st;
     }
-    feed = calloc(1, sizeof(*feed));
-    f = calloc(1, sizeof(*f));
-    if (feed == NULL || f == NULL) {
-        free(feed);
-        free(f);
+    feed = obx_feed_alloc(&db_ops, sizeof(*f));
+    if (feed == NULL) {
         return obx_fail(err, OUTBOX_ENOMEM, "db feed: out of memory");
     }
-    feed->ops = &db_ops;
-    feed->impl = f;
+    f = feed->impl;
     f->lease_seconds = opts->lease_seconds;
     f->prune = opts->prune;
     f->prefix = strdup(opts->subject_prefix);

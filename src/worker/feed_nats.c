@@ -372,8 +372,8 @@ feed_new(const struct obx_feed_options *o, struct obx_nats_feed *f, outbox_error
 outbox_status
 obx_feed_nats_open(const struct obx_feed_options *opts, struct obx_feed **out, outbox_error *err)
 {
-    struct obx_feed *feed = NULL;
-    struct obx_nats_feed *f = NULL;
+    struct obx_feed *feed;
+    struct obx_nats_feed *f;
     outbox_status st;
 
     obx_error_reset(err);
@@ -381,15 +381,11 @@ obx_feed_nats_open(const struct obx_feed_options *opts, struct obx_feed **out, o
     if (st != OUTBOX_OK) {
         return st;
     }
-    feed = calloc(1, sizeof(*feed));
-    f = calloc(1, sizeof(*f));
-    if (feed == NULL || f == NULL) {
-        free(feed);
-        free(f);
+    feed = obx_feed_alloc(&nats_ops, sizeof(*f));
+    if (feed == NULL) {
         return obx_fail(err, OUTBOX_ENOMEM, "out of memory for the feed");
     }
-    feed->ops = &nats_ops;
-    feed->impl = f;
+    f = feed->impl;
     st = feed_new(opts, f, err);
     if (st == OUTBOX_OK) {
         st = connect_feed(f, err);

@@ -10,6 +10,7 @@
 #include <libpq-fe.h>
 
 #include "ledger.h"
+#include "pg_conn.h"
 
 /* The ledger's statements, rendered for its schema at open. */
 enum obx_ledger_sql {
@@ -23,8 +24,7 @@ enum obx_ledger_sql {
 
 struct obx_ledger {
     PGconn *conn;                    /* NULL while disconnected */
-    char *conninfo;                  /* owned; never put into a message: it may hold a password */
-    char *application_name;          /* owned; NULL for libpq's default */
+    struct obx_pg_target target;     /* where to (re)connect */
     char *sql[OBX_LEDGER_SQL_COUNT]; /* owned, rendered for the schema */
 };
 

@@ -73,61 +73,30 @@ obx_ledger_close(struct obx_ledger *ledger)
         return;
     }
     PQfinish(ledger->conn);
-    for (int i = 0; i < OBX_LEDGER_SQL_COUNT; i++) {
-        free(ledger->sql[i]);
-    }
-    free(ledger->conninfo);
-    free(ledger->application_name);
+    obx_sql_free_set(ledger->sql, OBX_LEDGER_SQL_COUNT);
+    obx_pg_target_fini(&ledger->target);
     free(ledger);
-}
-
-/* Everything but the connection; NULL when out of memory. */
-static struct obx_ledger *
-ledger_new(const struct obx_store_options *opts, const char *quoted)
-{
-    struct obx_ledger *ledger = calloc(1, sizeof(*ledger));
-    int ok;
-
-    if (ledger == NULL) {
-        return NULL;
-    }
-    ledger->conninfo = strdup(opts->conninfo);
-    if (opts->application_name != NULL) {
-        ledger->application_name = strdup(opts->application_name);
-    }
-    ok = ledger->conninfo != NULL &&
-         (opts->application_name == NULL || ledger->application_name != NULL);
-    for (int i = 0; i < OBX_LEDGER_SQL_COUNT; i++) {
-        ledger->sql[i] = obx_sql_render(sql_templates[i], quoted);
-        ok = ok && ledger->sql[i] != NULL;
-    }
-    if (!ok) {
-        obx_ledger_close(ledger);
-        return NULL;
-    }
-    return ledger;
 }
 
 outbox_status
 obx_ledger_open(const struct obx_store_options *opts, struct obx_ledger **out, outbox_error *err)
 {
-    char quoted[OBX_SCHEMA_QUOTED_CAP];
     struct obx_ledger *ledger;
     outbox_status status;
 
     obx_error_reset(err);
-    if (opts->conninfo == NULL) {
-        return obx_fail(err, OUTBOX_EINVAL, "conninfo is required");
-    }
-    status = obx_sql_quote_schema(opts->schema, quoted, err);
-    if (status != OUTBOX_OK) {
-        return status;
-    }
-    ledger = ledger_new(opts, quoted);
+    ledger = calloc(1, sizeof(*ledger));
     if (ledger == NULL) {
         return obx_fail(err, OUTBOX_ENOMEM, "open ledger: out of memory");
     }
-    status = obx_pg_connect(ledger->conninfo, ledger->application_name, &ledger->conn, err);
+    status = obx_pg_target_init(&ledger->target, opts->conninfo, opts->application_name, err);
+    if (status == OUTBOX_OK) {
+        status =
+            obx_sql_render_set(opts->schema, sql_templates, OBX_LEDGER_SQL_COUNT, ledger->sql, err);
+    }
+    if (status == OUTBOX_OK) {
+        status = obx_pg_target_connect(&ledger->target, &ledger->conn, err);
+    }
     if (status != OUTBOX_OK) {
         obx_ledger_close(ledger);
         return status;
@@ -140,9 +109,7 @@ outbox_status
 obx_ledger_reconnect(struct obx_ledger *ledger, outbox_error *err)
 {
     obx_error_reset(err);
-    PQfinish(ledger->conn);
-    ledger->conn = NULL;
-    return obx_pg_connect(ledger->conninfo, ledger->application_name, &ledger->conn, err);
+    return obx_pg_target_connect(&ledger->target, &ledger->conn, err);
 }
 
 /* A statement without parameters (BEGIN, SAVEPOINT...), checked. */

@@ -24,6 +24,21 @@
 outbox_status obx_pg_connect(const char *conninfo, const char *application_name, PGconn **out,
                              outbox_error *err);
 
+/* Where a store or a ledger connects, kept to reconnect after an outage. */
+struct obx_pg_target {
+    char *conninfo;         /* owned; never put into a message: it may hold a password */
+    char *application_name; /* owned; NULL for libpq's default */
+};
+
+/* Copies both strings; OUTBOX_EINVAL without a conninfo, OUTBOX_ENOMEM. */
+outbox_status obx_pg_target_init(struct obx_pg_target *t, const char *conninfo,
+                                 const char *application_name, outbox_error *err);
+void obx_pg_target_fini(struct obx_pg_target *t);
+
+/* obx_pg_connect() to `t`; a connection already in `*conn` is closed first. */
+outbox_status obx_pg_target_connect(const struct obx_pg_target *t, PGconn **conn,
+                                    outbox_error *err);
+
 /* libpq's connection messages span lines ("\n\tIs the server running..."): joins them. */
 void obx_pg_one_line(outbox_error *err);
 

@@ -8,6 +8,7 @@
  */
 #include "pg_conn.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "error.h"
@@ -136,4 +137,37 @@ obx_pg_connect(const char *conninfo, const char *application_name, PGconn **out,
     }
     *out = conn;
     return OUTBOX_OK;
+}
+
+outbox_status
+obx_pg_target_init(struct obx_pg_target *t, const char *conninfo, const char *application_name,
+                   outbox_error *err)
+{
+    memset(t, 0, sizeof(*t));
+    if (conninfo == NULL) {
+        return obx_fail(err, OUTBOX_EINVAL, "conninfo is required");
+    }
+    t->conninfo = strdup(conninfo);
+    t->application_name = application_name ? strdup(application_name) : NULL;
+    if (t->conninfo == NULL || (application_name != NULL && t->application_name == NULL)) {
+        obx_pg_target_fini(t);
+        return obx_fail(err, OUTBOX_ENOMEM, "out of memory");
+    }
+    return OUTBOX_OK;
+}
+
+void
+obx_pg_target_fini(struct obx_pg_target *t)
+{
+    free(t->conninfo);
+    free(t->application_name);
+    memset(t, 0, sizeof(*t));
+}
+
+outbox_status
+obx_pg_target_connect(const struct obx_pg_target *t, PGconn **conn, outbox_error *err)
+{
+    PQfinish(*conn);
+    *conn = NULL;
+    return obx_pg_connect(t->conninfo, t->application_name, conn, err);
 }

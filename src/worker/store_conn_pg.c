@@ -70,8 +70,7 @@ prepare_session(struct obx_store *store, outbox_error *err)
 static outbox_status
 connect_store(struct obx_store *store, outbox_error *err)
 {
-    outbox_status status =
-        obx_pg_connect(store->conninfo, store->application_name, &store->conn, err);
+    outbox_status status = obx_pg_target_connect(&store->target, &store->conn, err);
 
     if (status == OUTBOX_OK) {
         status = prepare_session(store, err);
@@ -99,67 +98,32 @@ obx_store_close(struct obx_store *store)
         return;
     }
     PQfinish(store->conn);
-    for (int i = 0; i < OBX_STORE_SQL_COUNT; i++) {
-        free(store->sql[i]);
-    }
-    free(store->conninfo);
-    free(store->application_name);
+    obx_sql_free_set(store->sql, OBX_STORE_SQL_COUNT);
+    obx_pg_target_fini(&store->target);
     free(store->schema);
     free(store);
-}
-
-static char *
-copy_or_null(const char *s)
-{
-    return s != NULL ? strdup(s) : NULL;
-}
-
-/* Everything but the connection; NULL when out of memory. */
-static struct obx_store *
-store_new(const struct obx_store_options *opts, const char *quoted)
-{
-    struct obx_store *store = calloc(1, sizeof(*store));
-    int ok;
-
-    if (store == NULL) {
-        return NULL;
-    }
-    store->conninfo = strdup(opts->conninfo);
-    store->schema = strdup(opts->schema);
-    store->application_name = copy_or_null(opts->application_name);
-    ok = store->conninfo != NULL && store->schema != NULL &&
-         (opts->application_name == NULL || store->application_name != NULL);
-    for (int i = 0; i < OBX_STORE_SQL_COUNT; i++) {
-        store->sql[i] = obx_sql_render(sql_templates[i], quoted);
-        ok = ok && store->sql[i] != NULL;
-    }
-    if (!ok) {
-        obx_store_close(store);
-        return NULL;
-    }
-    return store;
 }
 
 outbox_status
 obx_store_open(const struct obx_store_options *opts, struct obx_store **out, outbox_error *err)
 {
-    char quoted[OBX_SCHEMA_QUOTED_CAP];
     struct obx_store *store;
     outbox_status status;
 
     obx_error_reset(err);
-    if (opts->conninfo == NULL) {
-        return obx_fail(err, OUTBOX_EINVAL, "conninfo is required");
-    }
-    status = obx_sql_quote_schema(opts->schema, quoted, err);
-    if (status != OUTBOX_OK) {
-        return status;
-    }
-    store = store_new(opts, quoted);
-    if (store == NULL) {
+    store = calloc(1, sizeof(*store));
+    if (store == NULL || (store->schema = strdup(opts->schema ? opts->schema : "")) == NULL) {
+        free(store);
         return obx_fail(err, OUTBOX_ENOMEM, "open store: out of memory");
     }
-    status = connect_store(store, err);
+    status = obx_pg_target_init(&store->target, opts->conninfo, opts->application_name, err);
+    if (status == OUTBOX_OK) {
+        status =
+            obx_sql_render_set(opts->schema, sql_templates, OBX_STORE_SQL_COUNT, store->sql, err);
+    }
+    if (status == OUTBOX_OK) {
+        status = connect_store(store, err);
+    }
     if (status != OUTBOX_OK) {
         obx_store_close(store);
         return status;

@@ -8,6 +8,7 @@
 
 #include <libpq-fe.h>
 
+#include "pg_conn.h"
 #include "store.h"
 
 /* The store's statements, rendered for its schema at open. */
@@ -25,8 +26,7 @@ enum obx_store_sql {
 
 struct obx_store {
     PGconn *conn;                   /* NULL while disconnected */
-    char *conninfo;                 /* owned; never put into a message: it may hold a password */
-    char *application_name;         /* owned; NULL for libpq's default */
+    struct obx_pg_target target;    /* where to (re)connect */
     char *schema;                   /* owned, unquoted: the wake-up channel is derived from it */
     char *sql[OBX_STORE_SQL_COUNT]; /* owned, rendered for the schema */
     int listening;                  /* LISTEN was asked for: repeated after a reconnect */

@@ -257,7 +257,7 @@ write_when_waiting(void *arg)
 
     while (PQstatus(c) == CONNECTION_OK && harness_now_ms() < deadline) {
         PGresult *r = PQexec(c, "SELECT count(*) FROM pg_stat_activity WHERE application_name "
-                                "= 'outbox-consumer' AND datname = current_database() "
+                                "= 'outboxd-consumer' AND datname = current_database() "
                                 "AND state = 'idle' AND query LIKE '%candidates%'");
         int idle = PQresultStatus(r) == PGRES_TUPLES_OK && strcmp(PQgetvalue(r, 0, 0), "1") == 0;
 
