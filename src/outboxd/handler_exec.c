@@ -66,6 +66,7 @@ spawn(const char *command, const outbox_delivery *d, struct child *ch)
     int in[2], er[2];
     posix_spawn_file_actions_t fa;
     posix_spawnattr_t attr;
+    sigset_t no_signals, default_signals;
     char **env;
     int rc;
 
@@ -80,15 +81,26 @@ spawn(const char *command, const outbox_delivery *d, struct child *ch)
         close(in[1]);
         return -1;
     }
+    sigemptyset(&no_signals);
+    sigemptyset(&default_signals);
+    sigaddset(&default_signals, SIGPIPE);
+    sigaddset(&default_signals, SIGTERM);
+    sigaddset(&default_signals, SIGINT);
+    sigaddset(&default_signals, SIGHUP);
     env = obx_dev_env_with(extra);
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_adddup2(&fa, in[0], STDIN_FILENO);
     posix_spawn_file_actions_adddup2(&fa, er[1], STDERR_FILENO);
     /* Its own process group: a Ctrl-C or a group SIGTERM meant for outboxd does not cut a
-     * handler short; outboxd finishes the batch in hand within its drain timeout. */
+     * handler short; outboxd finishes the batch in hand within its drain timeout. The
+     * signals outboxd blocks (SIGTERM, SIGINT) or ignores (SIGPIPE) would otherwise be
+     * inherited: a handler could not be stopped, nor see a closed pipe. */
     posix_spawnattr_init(&attr);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
+                                        POSIX_SPAWN_SETSIGDEF);
     posix_spawnattr_setpgroup(&attr, 0);
+    posix_spawnattr_setsigmask(&attr, &no_signals);
+    posix_spawnattr_setsigdefault(&attr, &default_signals);
     rc = env ? posix_spawn(&ch->pid, "/bin/sh", &fa, &attr, argv, env) : ENOMEM;
     posix_spawnattr_destroy(&attr);
     posix_spawn_file_actions_destroy(&fa);

@@ -260,20 +260,26 @@ each_ran_at_least(char *const *ids, int n, long long runs)
     return 1;
 }
 
+/*
+ * An exec: handler that says "not now" - by `not_yet`, until the test opens
+ * the gate - runs again and again without spending an attempt: with
+ * OUTBOX_MAX_ATTEMPTS=1 a single spent attempt would dead-letter it.
+ */
 static void
-exit_75_spends_no_attempt(const char *bus)
+retry_later_spends_no_attempt(const char *bus, const char *tag, const char *not_yet)
 {
     enum { EVENTS = 5 };
-    const char *const handlers[] = {
-        "later=exec:echo run >> \"$CONSUME_DIR/$OUTBOX_EVENT_ID\"; "
-        "[ -e \"$CONSUME_DIR/open\" ] || exit 75",
-        NULL,
-    };
+    char spec[300];
+    const char *const handlers[] = {spec, NULL};
     struct harness_proc consumer;
     struct consume_group g;
     char *ids[EVENTS];
 
-    consume_group_init(&g, bus, "LATER", dir);
+    snprintf(spec, sizeof(spec),
+             "later=exec:echo run >> \"$CONSUME_DIR/$OUTBOX_EVENT_ID\"; "
+             "[ -e \"$CONSUME_DIR/open\" ] || %s",
+             not_yet);
+    consume_group_init(&g, bus, tag, dir);
     relay_env_set(&g.env, "OUTBOX_MAX_ATTEMPTS", "1"); /* one spent attempt dead-letters */
     for (int i = 0; i < EVENTS; i++) {
         ids[i] = enqueue_one("review.logged", 0);
@@ -298,12 +304,18 @@ exit_75_spends_no_attempt(const char *bus)
 
 Test(consume_failures, exit_75_from_an_exec_handler_spends_no_attempt_on_jetstream)
 {
-    exit_75_spends_no_attempt("jetstream");
+    retry_later_spends_no_attempt("jetstream", "LATER", "exit 75");
 }
 
 Test(consume_failures, exit_75_from_an_exec_handler_spends_no_attempt_on_the_db_backend)
 {
-    exit_75_spends_no_attempt("db");
+    retry_later_spends_no_attempt("db", "LATER", "exit 75");
+}
+
+Test(consume_failures, an_exec_handler_stopped_by_sigterm_spends_no_attempt)
+{
+    /* The shell ends itself with SIGTERM, as a shutdown or an operator would. */
+    retry_later_spends_no_attempt("db", "STOPPED", "kill -TERM $$");
 }
 
 /*
