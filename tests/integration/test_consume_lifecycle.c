@@ -15,6 +15,7 @@
 #include <criterion/criterion.h>
 #include <criterion/logging.h>
 
+#include "aged_rows.h"
 #include "consume_nats.h"
 #include "consume_test.h"
 #include "harness.h"
@@ -53,7 +54,7 @@ static const char *const audit_only[] = {CONSUME_EFFECT("audit"), NULL};
  * fetched; the process exits 0 well within the 10 s drain timeout.
  */
 static void
-sigterm_finishes_the_batch_in_hand(const char *bus)
+sigterm_finishes_the_batch_in_hand(const char *bus, int whole_group)
 {
     enum { EVENTS = 30, BATCH = 5 };
     const char *const handlers[] = {
@@ -76,7 +77,13 @@ sigterm_finishes_the_batch_in_hand(const char *bus)
     consume_test_start(&consumer, &g.env, "term-1", handlers);
     HARNESS_WAIT_UNTIL(consume_test_lines(dir, "started", "") >= 1, 30000);
     asked_ms = harness_now_ms();
-    kill(consumer.pid, SIGTERM); /* outboxd alone, as `docker stop` does: not its handler */
+    if (whole_group) {
+        /* Ctrl-C or systemd: every process of outboxd's group. Handlers run in their own
+         * process group, so the ones running finish and are marked done. */
+        harness_proc_signal(&consumer, SIGTERM);
+    } else {
+        kill(consumer.pid, SIGTERM); /* outboxd alone, as `docker stop` does */
+    }
     status = harness_proc_wait(&consumer, 15000);
     exit_ms = harness_now_ms() - asked_ms;
     cr_log_info("%s: exited with %d %lld ms after SIGTERM", bus, status, exit_ms);
@@ -107,12 +114,17 @@ sigterm_finishes_the_batch_in_hand(const char *bus)
 
 Test(consume_lifecycle, sigterm_stops_fetching_and_finishes_the_batch_in_hand_on_jetstream)
 {
-    sigterm_finishes_the_batch_in_hand("jetstream");
+    sigterm_finishes_the_batch_in_hand("jetstream", 0);
 }
 
 Test(consume_lifecycle, sigterm_stops_fetching_and_finishes_the_batch_in_hand_on_the_db_backend)
 {
-    sigterm_finishes_the_batch_in_hand("db");
+    sigterm_finishes_the_batch_in_hand("db", 0);
+}
+
+Test(consume_lifecycle, a_sigterm_to_the_whole_process_group_lets_running_handlers_finish)
+{
+    sigterm_finishes_the_batch_in_hand("db", 1);
 }
 
 Test(consume_lifecycle, an_existing_consumer_with_another_ack_wait_is_updated_in_place)
@@ -199,4 +211,37 @@ Test(consume_lifecycle, a_ledger_retention_shorter_than_the_streams_max_age_is_r
     HARNESS_WAIT_UNTIL(harness_proc_log_contains(&accepted, "feed ready"), 20000);
     consume_test_stop(&accepted, 10000);
     relay_env_fini(&env);
+}
+
+/*
+ * With no relay (OUTBOX_BUS=db, mark mode) the consumers remove handled
+ * rows once they are older than OUTBOX_RETENTION_HOURS, and nothing else.
+ */
+Test(consume_lifecycle, the_db_backend_prunes_handled_rows_after_the_retention)
+{
+    const char *const handlers[] = {"noop=sql:SELECT 1", NULL};
+    struct consume_group g;
+    struct harness_proc consumer;
+
+    /* 10 handled two hours ago, 10 handled just now, 10 still to handle. */
+    relay_test_enqueue(conn, 10);
+    aged_rows_from_pending(conn, "done");
+    relay_test_enqueue(conn, 20);
+    harness_exec(conn, "UPDATE outbox.events SET status = 'done', published_at = now() "
+                       "WHERE id IN (SELECT id FROM outbox.events WHERE status = 'pending' "
+                       "ORDER BY id LIMIT 10)");
+    harness_exec(conn, "CREATE TABLE recent AS SELECT id FROM outbox.events "
+                       "WHERE status = 'done' AND published_at > now() - interval '1 hour'");
+    consume_group_init(&g, "db", "PRUNE", NULL);
+    relay_env_set(&g.env, "OUTBOX_RETENTION_HOURS", "1");
+    consume_test_start(&consumer, &g.env, "prune-1", handlers);
+    HARNESS_WAIT_UNTIL(relay_test_count(conn, "published_at < now() - interval '1 hour'") == 0,
+                       30000);
+    HARNESS_WAIT_UNTIL(relay_test_count(conn, "status = 'pending'") == 0, 30000);
+    consume_test_stop(&consumer, 10000);
+    cr_assert_eq(relay_test_count(conn, "true"), 20, "only the old handled rows are gone");
+    cr_assert_eq(harness_scalar_ll(conn, "SELECT count(*) FROM recent JOIN outbox.events "
+                                         "USING (id)"),
+                 10, "a row handled within the retention was removed");
+    consume_group_fini(&g);
 }

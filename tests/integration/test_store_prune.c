@@ -7,6 +7,7 @@
 #include <criterion/criterion.h>
 #include <stdio.h>
 
+#include "aged_rows.h"
 #include "harness.h"
 #include "store.h"
 #include "store_helpers.h"
@@ -32,28 +33,12 @@ teardown(void)
 
 TestSuite(store_prune, .init = setup, .fini = teardown, .timeout = 60);
 
-/*
- * Ages `n` rows in `status` by two hours: a v7 id of that time (the
- * envelope's id must match the row's) and published_at, as if the relay
- * had published them back then.
- */
+/* Adds `n` rows in `status`, two hours old. */
 static void
 add_aged_rows(int n, const char *status)
 {
-    char sql[768];
-
     helper_enqueue(conn, n);
-    snprintf(sql, sizeof(sql),
-             "WITH aged AS (SELECT id, outbox.uuid_v7(now() - interval '2 hours') AS new_id "
-             "FROM outbox.events WHERE status = 'pending' "
-             "AND created_at > now() - interval '1 hour') "
-             "UPDATE outbox.events e SET id = a.new_id, "
-             "envelope = jsonb_set(e.envelope, '{id}', to_jsonb(a.new_id::text)), "
-             "status = '%s', published_at = CASE WHEN '%s' = 'done' "
-             "THEN now() - interval '2 hours' END, created_at = now() - interval '2 hours' "
-             "FROM aged a WHERE e.id = a.id",
-             status, status);
-    harness_exec(conn, sql);
+    aged_rows_from_pending(conn, status);
 }
 
 static size_t
