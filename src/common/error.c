@@ -92,6 +92,23 @@ obx_fail_pg(outbox_error *err, PGconn *conn, const PGresult *res, const char *do
     return code;
 }
 
+outbox_status
+obx_fail_pg_handler(outbox_error *err, PGconn *conn, const PGresult *res, const char *doing)
+{
+    const char *sqlstate = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+    outbox_status status = obx_fail_pg(err, conn, res, doing);
+    int timed_out = sqlstate != NULL && PQstatus(conn) == CONNECTION_OK &&
+                    (strcmp(sqlstate, "57014") == 0 || strcmp(sqlstate, "55P03") == 0);
+
+    if (status == OUTBOX_EDB || (status == OUTBOX_EUNAVAILABLE && timed_out)) {
+        status = OUTBOX_EREJECTED;
+        if (err != NULL && err->code != OUTBOX_OK) {
+            err->code = status;
+        }
+    }
+    return status;
+}
+
 int
 obx_error_is_sqlstate(const outbox_error *err, const char *sqlstate)
 {

@@ -29,6 +29,17 @@ outbox_status obx_fail(outbox_error *err, outbox_status code, const char *fmt, .
  */
 outbox_status obx_fail_pg(outbox_error *err, PGconn *conn, const PGresult *res, const char *doing);
 
+/*
+ * Classifies a failed handler statement: like obx_fail_pg(), except that
+ * its own statement or lock timeout on a live connection, and anything
+ * else the server answered, is OUTBOX_EREJECTED - the handler's failure,
+ * which spends an attempt, or a handler that always times out would retry
+ * forever without ever being dead-lettered. Only a lost connection, a
+ * shutdown or a lack of server resources stays OUTBOX_EUNAVAILABLE.
+ */
+outbox_status obx_fail_pg_handler(outbox_error *err, PGconn *conn, const PGresult *res,
+                                  const char *doing);
+
 /* True if `err` holds a database error with exactly this SQLSTATE. */
 int obx_error_is_sqlstate(const outbox_error *err, const char *sqlstate);
 

@@ -238,30 +238,6 @@ obx_ledger_rollback_to_savepoint(struct obx_ledger *ledger, outbox_error *err)
                       err);
 }
 
-/*
- * The handler's statement failed. Its own statement or lock timeout is
- * the handler's failure too (EREJECTED, an attempt is spent), or a
- * handler that always times out would retry forever without ever being
- * dead-lettered; only a lost connection, a shutdown or a lack of server
- * resources is an outage (EUNAVAILABLE).
- */
-static outbox_status
-handler_failed(struct obx_ledger *ledger, const PGresult *res, outbox_error *err)
-{
-    const char *sqlstate = PQresultErrorField(res, PG_DIAG_SQLSTATE);
-    outbox_status status = obx_fail_pg(err, ledger->conn, res, "handler statement failed");
-    int timed_out = sqlstate != NULL && PQstatus(ledger->conn) == CONNECTION_OK &&
-                    (strcmp(sqlstate, "57014") == 0 || strcmp(sqlstate, "55P03") == 0);
-
-    if (status == OUTBOX_EDB || (status == OUTBOX_EUNAVAILABLE && timed_out)) {
-        status = OUTBOX_EREJECTED;
-        if (err != NULL) {
-            err->code = status;
-        }
-    }
-    return status;
-}
-
 outbox_status
 obx_ledger_run_sql(struct obx_ledger *ledger, const char *statement, const char *envelope,
                    outbox_error *err)
@@ -286,7 +262,7 @@ obx_ledger_run_sql(struct obx_ledger *ledger, const char *statement, const char 
     if (st == PGRES_EMPTY_QUERY) {
         status = obx_fail(err, OUTBOX_EINVAL, "handler statement is empty");
     } else if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
-        status = handler_failed(ledger, res, err);
+        status = obx_fail_pg_handler(err, ledger->conn, res, "handler statement failed");
     }
     PQclear(res);
     return status;

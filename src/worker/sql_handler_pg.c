@@ -36,9 +36,10 @@ classify(PGconn *conn, PGresult *res, outbox_error *err)
     /*
      * Not the handler's failure, so no attempt is spent: a lost connection
      * (an outage), and class 40 (a deadlock or serialization failure with
-     * a concurrent transaction), which goes away when tried again.
+     * a concurrent transaction), which goes away when tried again. Its own
+     * statement or lock timeout is its failure.
      */
-    if (obx_fail_pg(err, conn, res, "sql handler") == OUTBOX_EUNAVAILABLE ||
+    if (obx_fail_pg_handler(err, conn, res, "sql handler") == OUTBOX_EUNAVAILABLE ||
         (sqlstate != NULL && strncmp(sqlstate, "40", 2) == 0)) {
         return OUTBOX_HANDLER_RETRY;
     }

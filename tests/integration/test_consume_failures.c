@@ -7,7 +7,8 @@
  * message terminated (JetStream) or the row finished (DB); exit 75 from an
  * exec: handler and a claim held by another ledger spend no attempt; and
  * an exec: worker frozen past its claim's lease while another replica
- * takes over changes no ledger row when it resumes (FAULTS.md T08).
+ * takes over changes no ledger row when it resumes (FAULTS.md T08); a SQL
+ * handler's own lock timeout spends attempts like any failure.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -487,4 +488,43 @@ Test(consume_failures,
      a_frozen_exec_worker_whose_claim_was_taken_over_changes_no_ledger_row_on_the_db_backend)
 {
     frozen_worker_changes_no_ledger_row("db");
+}
+
+/*
+ * A SQL handler that always hits its own lock timeout (55P03: a row held
+ * by another session) fails like any other error: attempts are spent and
+ * it is dead-lettered at OUTBOX_MAX_ATTEMPTS, not retried forever as if
+ * the database were away.
+ */
+Test(consume_failures, a_sql_handler_that_keeps_timing_out_is_dead_lettered_at_max_attempts)
+{
+    enum { EVENTS = 3, MAX_ATTEMPTS = 2 };
+    const char *const handlers[] = {
+        "locked=sql:SELECT 1 FROM public.locked FOR UPDATE NOWAIT",
+        NULL,
+    };
+    struct harness_proc consumer;
+    struct consume_group g;
+    PGconn *holder = PQconnectdb(harness_db_url());
+
+    cr_assert_eq(PQstatus(holder), CONNECTION_OK, "%s", PQerrorMessage(holder));
+    harness_exec(conn, "CREATE TABLE public.locked (x integer); INSERT INTO public.locked "
+                       "VALUES (1)");
+    harness_exec(holder, "BEGIN");
+    harness_exec(holder, "SELECT * FROM public.locked FOR UPDATE");
+    consume_group_init(&g, "db", "TIMEOUT", dir);
+    relay_env_set_int(&g.env, "OUTBOX_MAX_ATTEMPTS", MAX_ATTEMPTS);
+    relay_env_set(&g.env, "OUTBOX_BACKOFF_BASE_MS", "100");
+    relay_test_enqueue(conn, EVENTS);
+    consume_test_start(&consumer, &g.env, "timeout-1", handlers);
+    HARNESS_WAIT_UNTIL(
+        harness_scalar_ll(conn, "SELECT count(*) FROM outbox.dead_letters") == EVENTS, 30000);
+    consume_test_stop(&consumer, 10000);
+    harness_exec(holder, "ROLLBACK");
+    PQfinish(holder);
+    cr_assert_eq(harness_scalar_ll(conn, "SELECT count(*) FROM outbox.processed_events "
+                                         "WHERE handler = 'locked' AND dead_at IS NOT NULL "
+                                         "AND attempts = 2 AND last_error LIKE '%lock%'"),
+                 EVENTS, "each event must be dead after exactly max attempts, naming the lock");
+    consume_group_fini(&g);
 }
