@@ -199,7 +199,20 @@ read_envelopes(struct outbox_consumer *c, const struct obx_feed_batch *b, struct
     }
 }
 
-/* Every handler, in registration order; a ledger outage stops the rest for this batch. */
+/* Every message comes back later; the ledger turns what was settled into skips. */
+static void
+redeliver_all(struct obx_feed_batch *b, struct obx_msg_verdict *v)
+{
+    for (size_t i = 0; i < b->count; i++) {
+        obx_verdict_nak(&v[i], OBX_LEDGER_OUTAGE_RETRY_MS);
+    }
+}
+
+/*
+ * Every handler, in registration order; a ledger outage stops the rest for
+ * this batch. An offer that failed part way may have left events it had
+ * freed but not settled: the whole batch is redelivered, never acked past them.
+ */
 static void
 offer_to_handlers(struct outbox_consumer *c, struct obx_feed_batch *b, struct obx_msg_verdict *v)
 {
@@ -207,13 +220,12 @@ offer_to_handlers(struct outbox_consumer *c, struct obx_feed_batch *b, struct ob
         outbox_error err = {0};
 
         if (c->ledger == NULL) {
-            for (size_t i = 0; i < b->count; i++) {
-                obx_verdict_nak(&v[i], 1000);
-            }
+            redeliver_all(b, v);
             obx_consumer_count(c, &c->stats.ledger_errors, b->count);
             return;
         }
         if (obx_consumer_offer(c, &c->handlers[h], b, v, &err) != OUTBOX_OK) {
+            redeliver_all(b, v);
             if (err.code == OUTBOX_EUNAVAILABLE) {
                 drop_ledger(c, &err);
             } else {

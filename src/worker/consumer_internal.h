@@ -82,6 +82,9 @@ void obx_consumer_count(struct outbox_consumer *c, unsigned long long *counter,
 /* Records a NAK for message `v` after `delay_ms` (keeps the soonest). */
 void obx_verdict_nak(struct obx_msg_verdict *v, long long delay_ms);
 
+/* The redelivery delay after a ledger failure; it spends no attempt. */
+enum { OBX_LEDGER_OUTAGE_RETRY_MS = 1000 };
+
 /*
  * Offers every message of `batch` that `h` matches to `h`, through the
  * ledger, and updates `verdicts`. Returns OUTBOX_EUNAVAILABLE when the

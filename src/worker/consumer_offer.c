@@ -28,8 +28,7 @@
 #include "banned.h" /* last: poisons unsafe functions */
 
 enum {
-    LEDGER_OUTAGE_RETRY_MS = 1000, /* redelivery after a ledger failure; spends nothing */
-    CLAIM_LOCK_WAIT_MS = 1000,     /* wait for a claim another transaction holds */
+    CLAIM_LOCK_WAIT_MS = 1000, /* wait for a claim another transaction holds */
 };
 
 /* The messages of the batch `h` matches, as ledger events. */
@@ -146,7 +145,7 @@ static void
 nak_all(struct offer *o)
 {
     for (size_t k = 0; k < o->count; k++) {
-        obx_verdict_nak(verdict(o, k), LEDGER_OUTAGE_RETRY_MS);
+        obx_verdict_nak(verdict(o, k), OBX_LEDGER_OUTAGE_RETRY_MS);
     }
     obx_consumer_count(o->c, &o->c->stats.ledger_errors, o->count);
 }
@@ -213,6 +212,13 @@ run_one(struct offer *o, size_t k, PGconn *conn)
     switch (o->h->kind) {
     case OBX_HANDLER_TX:
         o->results[k] = o->h->tx(o->h->ctx, conn, &d, &herr);
+        /* Done over a failed statement cannot commit: the handler's failure, so it is
+         * retried and dead-lettered like one instead of failing its whole batch forever. */
+        if (o->results[k] == OUTBOX_HANDLER_DONE && PQtransactionStatus(conn) == PQTRANS_INERROR) {
+            o->results[k] = OUTBOX_HANDLER_FAIL;
+            obx_fail(&herr, OUTBOX_EREJECTED,
+                     "handler returned done after a statement in its transaction failed");
+        }
         break;
     case OBX_HANDLER_EXT:
         o->results[k] = o->h->ext(o->h->ctx, &d, &herr);
@@ -495,7 +501,7 @@ offer_external(struct offer *o, outbox_error *err)
     /* The ledger went away: what was not settled comes back later, nothing spent. */
     for (; st != OUTBOX_OK && k < o->count; k++) {
         if (o->claims[k].state == OBX_CLAIM_RUN) {
-            obx_verdict_nak(verdict(o, k), LEDGER_OUTAGE_RETRY_MS);
+            obx_verdict_nak(verdict(o, k), OBX_LEDGER_OUTAGE_RETRY_MS);
             obx_consumer_count(o->c, &o->c->stats.ledger_errors, 1);
         }
     }
