@@ -23,6 +23,7 @@
 #include "devserver_exec.h"
 #include "error.h"
 #include "handlers.h"
+#include "pause.h"
 
 #include "banned.h" /* last: poisons unsafe functions */
 
@@ -35,15 +36,6 @@ struct child {
     char tail[STDERR_KEEP + 1]; /* the last bytes of its stderr */
     size_t tail_len;
 };
-
-static long long
-now_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* A pipe whose ends close on exec: the child gets only the dup2'ed copies. */
 static int
@@ -76,6 +68,8 @@ spawn(const char *command, const outbox_delivery *d, struct child *ch)
     if (cloexec_pipe(in) != 0) {
         return -1;
     }
+    /* Ours never blocks: a handler that does not read its stdin cannot outlast its timeout. */
+    fcntl(in[1], F_SETFL, O_NONBLOCK);
     if (cloexec_pipe(er) != 0) {
         close(in[0]);
         close(in[1]);
@@ -112,6 +106,7 @@ spawn(const char *command, const outbox_delivery *d, struct child *ch)
     if (rc != 0) {
         close(ch->in_fd);
         close(ch->err_fd);
+        errno = rc; /* posix_spawn returns its error instead of setting errno */
         return -1;
     }
     return 0;
@@ -157,7 +152,8 @@ pump_once(struct child *ch, const char *body, size_t len, size_t *written)
         ssize_t put = write(ch->in_fd, body + *written, len - *written);
 
         *written += put > 0 ? (size_t)put : 0;
-        if (put < 0 || *written == len) { /* EPIPE: it did not want the rest */
+        /* EPIPE: it did not want the rest. EAGAIN: the pipe is full again, next round. */
+        if ((put < 0 && errno != EAGAIN && errno != EINTR) || *written == len) {
             close(ch->in_fd);
             ch->in_fd = -1;
         }
@@ -180,8 +176,8 @@ pump(struct child *ch, const char *body, size_t len, long long deadline_ms, int 
         if (done == ch->pid || (done < 0 && errno != EINTR)) {
             break;
         }
-        if (now_ms() >= deadline_ms) {
-            kill(ch->pid, SIGKILL);
+        if (obx_monotonic_ms() >= deadline_ms) {
+            kill(-ch->pid, SIGKILL); /* its whole group: a pipeline's other commands too */
             while (waitpid(ch->pid, status, 0) < 0 && errno == EINTR) {
             }
             return -1;
@@ -190,7 +186,8 @@ pump(struct child *ch, const char *body, size_t len, long long deadline_ms, int 
     }
     /* Whatever it wrote to stderr just before exiting; a background grandchild may keep
      * the pipe open, so only for a moment. */
-    for (long long until = now_ms() + 500; ch->err_fd >= 0 && now_ms() < until;) {
+    for (long long until = obx_monotonic_ms() + 500;
+         ch->err_fd >= 0 && obx_monotonic_ms() < until;) {
         pump_once(ch, body, len, &written);
     }
     return 0;
@@ -234,7 +231,7 @@ obx_exec_handler(void *ctx, const outbox_delivery *d, outbox_error *err)
                  strerror(errno));
         return OUTBOX_HANDLER_FAIL;
     }
-    timed_out = pump(&ch, body, len, now_ms() + h->timeout_ms, &status) != 0;
+    timed_out = pump(&ch, body, len, obx_monotonic_ms() + h->timeout_ms, &status) != 0;
     if (ch.in_fd >= 0) {
         close(ch.in_fd);
     }

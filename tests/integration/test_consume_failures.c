@@ -528,3 +528,58 @@ Test(consume_failures, a_sql_handler_that_keeps_timing_out_is_dead_lettered_at_m
                  EVENTS, "each event must be dead after exactly max attempts, naming the lock");
     consume_group_fini(&g);
 }
+
+/* True once `pid` is gone or only a zombie waiting for its reaper. */
+static int
+process_gone(long pid)
+{
+    char path[64], state = '?';
+    FILE *f;
+    int read_ok;
+
+    snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
+    f = fopen(path, "r");
+    if (f == NULL) {
+        return 1;
+    }
+    read_ok = fscanf(f, "%*d (%*[^)]) %c", &state) == 1;
+    fclose(f);
+    return read_ok && state == 'Z';
+}
+
+/*
+ * An exec: handler past OUTBOX_HANDLER_TIMEOUT_SECONDS fails, even one that
+ * never reads an envelope bigger than a pipe holds, and its whole process
+ * group is killed: a command it started in the background does not live on
+ * to run beside the retry.
+ */
+Test(consume_failures, an_exec_handler_past_its_timeout_fails_and_its_whole_group_is_killed)
+{
+    const char *const handlers[] = {
+        "slow=exec:sleep 60 & echo $! > \"$CONSUME_DIR/pid\"; sleep 60",
+        NULL,
+    };
+    struct harness_proc consumer;
+    struct consume_group g;
+    long pid = 0;
+    char path[128];
+    FILE *f;
+
+    consume_group_init(&g, "db", "TIMEOUT", dir);
+    relay_env_set(&g.env, "OUTBOX_HANDLER_TIMEOUT_SECONDS", "1");
+    relay_env_set(&g.env, "OUTBOX_MAX_ATTEMPTS", "1");
+    relay_test_enqueue_sized(conn, 1, "review.logged", 200000); /* over the 64 KiB pipe */
+    consume_test_start(&consumer, &g.env, "slow-1", handlers);
+    /* Well inside the 60 s the handler would take: only the timeout can end it. */
+    HARNESS_WAIT_UNTIL(harness_scalar_ll(conn,
+                                         "SELECT count(*) FROM outbox.dead_letters "
+                                         "WHERE reason LIKE '%ran longer than 1000 ms%'") == 1,
+                       20000);
+    consume_test_stop(&consumer, 10000);
+    snprintf(path, sizeof(path), "%s/pid", dir);
+    f = fopen(path, "r");
+    cr_assert(f != NULL && fscanf(f, "%ld", &pid) == 1, "no pid in %s", path);
+    fclose(f);
+    HARNESS_WAIT_UNTIL(process_gone(pid), 5000);
+    consume_group_fini(&g);
+}
