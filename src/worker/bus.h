@@ -87,6 +87,19 @@ size_t obx_bus_max_payload(struct obx_bus *bus);
 #define OBX_BUS_HEADER_BUDGET 4096
 
 /*
+ * The largest body a server with this max_payload takes: what is left
+ * after the header budget, or half of a max_payload too small for it. The
+ * relay and the bus judge a body by this one rule, so a row is never
+ * leased as fitting and then refused as too large.
+ */
+static inline size_t
+obx_bus_body_limit(size_t max_payload)
+{
+    return max_payload > 2 * OBX_BUS_HEADER_BUDGET ? max_payload - OBX_BUS_HEADER_BUDGET
+                                                   : max_payload / 2;
+}
+
+/*
  * Queues `count` messages for publishing without waiting for their acks.
  * Blocks only while the in-flight window is full. Returns OUTBOX_OK even
  * if some could not be queued: their outcome arrives through collect().

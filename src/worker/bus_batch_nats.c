@@ -258,16 +258,14 @@ message_valid(const struct obx_bus *bus, const struct obx_bus_message *m, struct
     return 1;
 }
 
-/* Headers are charged at least the budget, so whether a body fits never depends on them. */
+/* The body within the limit every body is judged by, and the whole message within max_payload. */
 static int
 message_fits(const struct obx_bus *bus, const struct obx_bus_message *m, struct slot *sl)
 {
     size_t headers = header_bytes(bus, m);
 
-    if (headers < OBX_BUS_HEADER_BUDGET) {
-        headers = OBX_BUS_HEADER_BUDGET;
-    }
-    if (m->body_len <= bus->max_payload_bytes && m->body_len + headers <= bus->max_payload_bytes) {
+    if (m->body_len <= obx_bus_body_limit(bus->max_payload_bytes) &&
+        m->body_len + headers <= bus->max_payload_bytes) {
         return 1;
     }
     slot_textf(sl, OBX_PUBLISH_TOO_LARGE, "message exceeds max_payload",

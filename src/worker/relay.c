@@ -373,10 +373,7 @@ crash_if_asked(struct outbox_relay *relay, const struct obx_relay_batch *b)
 static int
 publish_batch(struct outbox_relay *relay, const struct obx_lease *cur, struct obx_lease *next)
 {
-    size_t max_payload = obx_bus_max_payload(relay->bus);
-    /* A server configured below the header budget can still take small bodies. */
-    size_t max_body = max_payload > 2 * OBX_BUS_HEADER_BUDGET ? max_payload - OBX_BUS_HEADER_BUDGET
-                                                              : max_payload / 2;
+    size_t max_body = obx_bus_body_limit(obx_bus_max_payload(relay->bus));
     struct obx_relay_batch b;
     outbox_error err = {0};
     int transport_failed = 0;
