@@ -21,9 +21,7 @@
 #include "banned.h" /* last: poisons unsafe functions */
 
 enum {
-    PAUSE_FIRST_MS = 250, /* first wait after a server went away */
-    PAUSE_MAX_MS = 10000, /* longest wait between reconnection tries */
-    POLL_MIN_MS = 5,      /* idle poll right after work, growing to poll_max_ms */
+    POLL_MIN_MS = 5, /* idle poll right after work, growing to poll_max_ms */
     MAINTENANCE_EVERY_MS = 30000,
     PRUNE_BATCH_ROWS = 1000, /* rows per retention delete, so no pass holds locks long */
     PRUNE_BATCHES_PER_PASS = 20,
@@ -126,7 +124,37 @@ ensure_stream(struct outbox_relay *relay, outbox_error *err)
     return OUTBOX_OK;
 }
 
-/* The broker is usable: connected, and for JetStream the stream checked. */
+/* The broker took a batch: it is up again, and the pause starts over. */
+static void
+broker_working(struct outbox_relay *relay)
+{
+    if (!relay->stats.broker_up) {
+        obx_log(OUTBOX_LOG_INFO, "broker connected relay=%s", relay->opts.name);
+        set_up_flag(relay, &relay->stats.broker_up, 1);
+    }
+    relay->bus_pause_ms = 0;
+}
+
+/* The broker failed us: logged once per outage, and the next pause is longer. */
+static void
+broker_failing(struct outbox_relay *relay, const char *why)
+{
+    if (relay->stats.broker_up || relay->bus_pause_ms == 0) {
+        obx_log(OUTBOX_LOG_WARN, "broker unavailable relay=%s error=\"%s\"", relay->opts.name, why);
+        set_up_flag(relay, &relay->stats.broker_up, 0);
+    }
+    relay->bus_pause_ms = obx_grow_pause(relay->bus_pause_ms);
+    /* A stream lost with the server's store is made again once the broker answers. */
+    relay->stream_ready = 0;
+}
+
+/*
+ * The broker looks usable: connected, and for JetStream the stream checked.
+ * After a failed publish, a connection that is merely still open does not
+ * count as recovered: only a publish that lands resets the pause, so a
+ * broker that accepts connections but refuses publishes is retried on the
+ * growing pause, not every few milliseconds.
+ */
 static int
 ensure_bus(struct outbox_relay *relay)
 {
@@ -142,22 +170,14 @@ ensure_bus(struct outbox_relay *relay)
     if (st == OUTBOX_OK) {
         st = ensure_stream(relay, &err);
     }
-    if (st == OUTBOX_OK) {
-        if (!relay->stats.broker_up) {
-            obx_log(OUTBOX_LOG_INFO, "broker connected relay=%s", relay->opts.name);
-            set_up_flag(relay, &relay->stats.broker_up, 1);
-        }
-        relay->bus_pause_ms = 0;
-        return 1;
+    if (st != OUTBOX_OK) {
+        broker_failing(relay, err.message);
+        return 0;
     }
-    if (relay->stats.broker_up || relay->bus_pause_ms == 0) {
-        obx_log(OUTBOX_LOG_WARN, "broker unavailable relay=%s error=\"%s\"", relay->opts.name,
-                err.message);
-        set_up_flag(relay, &relay->stats.broker_up, 0);
+    if (relay->bus_pause_ms == 0) {
+        broker_working(relay);
     }
-    relay->bus_pause_ms = obx_grow_pause(relay->bus_pause_ms);
-    obx_pause_ms(&relay->stop_requested, relay->bus_pause_ms);
-    return 0;
+    return 1;
 }
 
 /* Leases a batch; an empty lease on any failure (the store is dropped if it broke). */
@@ -399,7 +419,9 @@ publish_batch(struct outbox_relay *relay, const struct obx_lease *cur, struct ob
         transport_failed = any_unavailable(&b);
     }
     if (transport_failed) {
-        relay->bus_pause_ms = obx_grow_pause(relay->bus_pause_ms);
+        broker_failing(relay, "publish failed");
+    } else if (b.msg_count > 0) {
+        broker_working(relay);
     }
     finish_batch(relay, cur, &b, transport_failed ? relay->bus_pause_ms : 0);
     obx_relay_batch_fini(&b);
@@ -454,7 +476,15 @@ run_loop(struct outbox_relay *relay)
     int idle_ms = POLL_MIN_MS;
 
     while (!relay->stop_requested) {
-        if (!ensure_store(relay) || !ensure_bus(relay)) {
+        if (!ensure_store(relay)) {
+            continue;
+        }
+        if (!ensure_bus(relay)) {
+            /* A batch leased before the broker went away goes back, deferred, rather than
+             * wait out the outage under a lease that would expire and count against it. */
+            release_lease(relay, &cur, relay->bus_pause_ms, "broker unavailable");
+            obx_lease_fini(&cur);
+            obx_pause_ms(&relay->stop_requested, relay->bus_pause_ms);
             continue;
         }
         maybe_maintain(relay);
@@ -474,7 +504,6 @@ run_loop(struct outbox_relay *relay)
             obx_lease_fini(&next);
             obx_log(OUTBOX_LOG_WARN, "publishing paused relay=%s pause_ms=%d", relay->opts.name,
                     relay->bus_pause_ms);
-            set_up_flag(relay, &relay->stats.broker_up, 0);
             obx_pause_ms(&relay->stop_requested, relay->bus_pause_ms);
         }
         obx_lease_fini(&cur);

@@ -372,3 +372,47 @@ Test(relay, never_logs_the_database_password_connected_or_not)
     free(db);
     relay_env_fini(&env);
 }
+
+/* ---- a stream lost under a running relay ------------------------------------------------- */
+
+static void
+delete_stream(const char *name)
+{
+    natsConnection *nc = NULL;
+    jsCtx *js = NULL;
+
+    cr_assert_eq(natsConnection_ConnectTo(&nc, harness_nats_url()), NATS_OK);
+    cr_assert_eq(natsConnection_JetStream(&js, nc, NULL), NATS_OK);
+    cr_assert_eq(js_DeleteStream(js, name, NULL, NULL), NATS_OK);
+    jsCtx_Destroy(js);
+    natsConnection_Destroy(nc);
+}
+
+/*
+ * A stream deleted under a running relay (an operator, or a server that
+ * restarted with an empty store) is made again by the relay, which then
+ * publishes what was committed after: the publishes that found no stream
+ * hand their rows back without spending an attempt.
+ */
+Test(relay, makes_its_stream_again_when_it_disappears_under_it)
+{
+    struct relay_env env;
+    struct harness_proc relay;
+    char err[256] = "";
+
+    relay_test_enqueue(conn, 100);
+    relay_test_env(&env, "RELAY_GONE", "relaygone");
+    relay_test_start(&relay, &env, "gone-1");
+    HARNESS_WAIT_UNTIL(relay_test_unfinished(conn) == 0, 30000);
+    delete_stream("RELAY_GONE");
+    harness_exec(conn, "TRUNCATE committed");
+    relay_test_enqueue(conn, 100);
+    HARNESS_WAIT_UNTIL(relay_test_unfinished(conn) == 0, 30000);
+    relay_test_stop(&relay, 10000);
+    cr_assert(harness_proc_log_contains(&relay, "stream ready"), "no stream was made");
+    cr_assert_eq(stream_message_count(harness_nats_url(), "RELAY_GONE", err, sizeof(err)), 100,
+                 "the recreated stream must hold every event committed after the loss: %s", err);
+    relay_test_check(conn, "RELAY_GONE");
+    cr_assert_eq(relay_test_count(conn, "attempts > 0"), 0, "a missing stream spent attempts");
+    relay_env_fini(&env);
+}
