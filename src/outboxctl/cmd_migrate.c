@@ -16,6 +16,7 @@ obx_ctl_migrate(const struct obx_config *cfg, int argc, char **argv)
     outbox_error err;
     int applied = 0;
     PGconn *conn;
+    int code;
     outbox_status st;
 
     (void)argv;
@@ -28,9 +29,9 @@ obx_ctl_migrate(const struct obx_config *cfg, int argc, char **argv)
         fprintf(stderr, "outboxctl migrate: OUTBOX_SCHEMA: %s\n", err.message);
         return 2;
     }
-    conn = obx_ctl_connect(cfg);
-    if (conn == NULL) {
-        return 1;
+    code = obx_ctl_connect(cfg, &conn);
+    if (code != 0) {
+        return code;
     }
     st = outbox_migrate(conn, cfg->schema, &applied, &err);
     PQfinish(conn);

@@ -45,14 +45,15 @@ obx_ctl_status(const struct obx_config *cfg, int argc, char **argv)
     struct obx_status s;
     outbox_error err;
     PGconn *conn;
+    int code;
 
     if (argc > 1 || (argc == 1 && !json)) {
         fprintf(stderr, "usage: outboxctl status [--json]\n");
         return 2;
     }
-    conn = obx_ctl_connect(cfg);
-    if (conn == NULL) {
-        return 1;
+    code = obx_ctl_connect(cfg, &conn);
+    if (code != 0) {
+        return code;
     }
     if (obx_status_read(conn, cfg->schema, &s, &err) != OUTBOX_OK) {
         fprintf(stderr, "outboxctl status: %s\n", err.message);

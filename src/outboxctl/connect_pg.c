@@ -12,16 +12,17 @@
 
 #include "banned.h" /* last: poisons unsafe functions */
 
-PGconn *
-obx_ctl_connect(const struct obx_config *cfg)
+int
+obx_ctl_connect(const struct obx_config *cfg, PGconn **out)
 {
     const char *keys[] = {"dbname", "connect_timeout", "application_name", NULL};
     const char *values[] = {cfg->database_url, "10", "outboxctl", NULL};
     PGconn *conn;
 
+    *out = NULL;
     if (cfg->database_url == NULL) {
         fprintf(stderr, "outboxctl: OUTBOX_DATABASE_URL is required\n");
-        return NULL;
+        return 2; /* configuration */
     }
     conn = PQconnectdbParams(keys, values, 1);
     if (PQstatus(conn) != CONNECTION_OK) {
@@ -30,7 +31,8 @@ obx_ctl_connect(const struct obx_config *cfg)
         fprintf(stderr, "outboxctl: cannot connect to the database: %.*s\n",
                 (int)strcspn(why, "\n"), why);
         PQfinish(conn);
-        return NULL;
+        return 1; /* runtime */
     }
-    return conn;
+    *out = conn;
+    return 0;
 }

@@ -10,8 +10,11 @@
 
 #include "settings.h"
 
-/* Connects to OUTBOX_DATABASE_URL; prints why and returns NULL on failure. */
-PGconn *obx_ctl_connect(const struct obx_config *cfg);
+/*
+ * Connects to OUTBOX_DATABASE_URL into `*out`. On failure prints why and
+ * returns the exit code: 2 when the URL is missing, 1 when it cannot connect.
+ */
+int obx_ctl_connect(const struct obx_config *cfg, PGconn **out);
 
 int obx_ctl_migrate(const struct obx_config *cfg, int argc, char **argv);
 int obx_ctl_status(const struct obx_config *cfg, int argc, char **argv);

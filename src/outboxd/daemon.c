@@ -82,18 +82,27 @@ wait_for_signal(struct worker_state *ws, const sigset_t *set)
     }
 }
 
+void
+obx_daemon_block_signals(sigset_t *set)
+{
+    sigemptyset(set);
+    sigaddset(set, SIGTERM);
+    sigaddset(set, SIGINT);
+    pthread_sigmask(SIG_BLOCK, set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+}
+
 int
 obx_daemon_run(const struct obx_daemon_job *job, int drain_timeout_seconds)
 {
-    struct worker_state ws = {.job = job, .exit_code = 1};
+    /* Static: a worker abandoned at the drain timeout still signals it while the process
+     * exits, after this frame is gone. */
+    static struct worker_state ws;
     sigset_t set;
     pthread_t thread;
 
-    sigemptyset(&set);
-    sigaddset(&set, SIGTERM);
-    sigaddset(&set, SIGINT);
-    pthread_sigmask(SIG_BLOCK, &set, NULL);
-    signal(SIGPIPE, SIG_IGN);
+    ws = (struct worker_state){.job = job, .exit_code = 1};
+    obx_daemon_block_signals(&set);
     pthread_mutex_init(&ws.lock, NULL);
     pthread_cond_init(&ws.done_cond, NULL);
     if (pthread_create(&thread, NULL, worker_main, &ws) != 0) {

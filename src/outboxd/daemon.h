@@ -10,12 +10,21 @@
 #ifndef OBX_DAEMON_H
 #define OBX_DAEMON_H
 
+#include <signal.h>
+
 struct obx_daemon_job {
     void *ctx;
     int (*run)(void *ctx);   /* the worker's loop; returns an exit code */
     void (*stop)(void *ctx); /* asks the loop to return; called from the main thread */
     const char *name;        /* for logs: "relay", "consumer" */
 };
+
+/*
+ * Blocks SIGTERM and SIGINT in the calling thread and in every thread it
+ * starts afterwards, and ignores SIGPIPE; `set` gets the stop signals.
+ * Call before starting any thread, so only the main thread takes them.
+ */
+void obx_daemon_block_signals(sigset_t *set);
 
 /* Runs `job` until it returns or a signal stops it. Returns the exit code. */
 int obx_daemon_run(const struct obx_daemon_job *job, int drain_timeout_seconds);

@@ -38,8 +38,12 @@ obx_serve(const struct obx_daemon_job *job, const struct obx_http_handlers *hand
 {
     struct obx_http *http = NULL;
     char msg[256];
+    sigset_t stop_signals;
     int code;
 
+    /* Before the HTTP server's threads start: a stop signal must reach only the main
+     * thread, or one landing on them would end the process without a drain. */
+    obx_daemon_block_signals(&stop_signals);
     if (cfg->http_addr != NULL &&
         (http = obx_http_start(cfg->http_addr, handlers, msg, sizeof(msg))) == NULL) {
         fprintf(stderr, "outboxd %s: %s\n", job->name, msg);

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# The exit codes of the contract (0 success, 1 runtime failure, 2 usage or
+# configuration error) for mistakes a user makes before any server is
+# reached, and a message naming the field and the value.
+set -uo pipefail
+outboxd=$1
+outboxctl=$2
+failures=0
+
+# expect CODE NEEDLE -- ENV... -- COMMAND...
+expect() {
+  local want=$1 needle=$2 envs=() out got
+  shift 2
+  [ "$1" = -- ] && shift
+  while [ "$1" != -- ]; do envs+=("$1"); shift; done
+  shift
+  out=$(env -i PATH="$PATH" "${envs[@]}" "$@" 2>&1 </dev/null)
+  got=$?
+  if [ "$got" != "$want" ] || ! grep -qF -- "$needle" <<<"$out"; then
+    echo "FAIL $*: exit $got (want $want), output lacks '$needle':"
+    echo "$out" | head -5
+    failures=$((failures + 1))
+  else
+    echo "ok   $* -> $got"
+  fi
+}
+
+expect 2 'unknown verb "bogus"' -- -- "$outboxctl" bogus
+expect 2 'OUTBOX_DATABASE_URL is required' -- -- "$outboxctl" status
+expect 2 'OUTBOX_DATABASE_URL is required' -- -- "$outboxctl" migrate
+expect 2 'OUTBOX_BATCH_SIZE="0"' -- OUTBOX_DATABASE_URL=postgres://unused OUTBOX_BATCH_SIZE=0 -- "$outboxd" relay
+expect 2 'OUTBOX_RELAY_MODE="sometimes"' -- OUTBOX_DATABASE_URL=postgres://unused OUTBOX_RELAY_MODE=sometimes -- "$outboxd" relay
+expect 2 'database_url is required' -- -- "$outboxd" relay
+expect 1 'cannot connect to the database' -- 'OUTBOX_DATABASE_URL=postgresql://127.0.0.1:1/none?connect_timeout=2' -- "$outboxctl" status
+exit $((failures > 0))
