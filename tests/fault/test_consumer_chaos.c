@@ -286,6 +286,9 @@ postgresql_restarted_again_and_again(const char *bus)
                   "consumer %d never lost PostgreSQL: the restarts missed it", i + 1);
         consume_test_stop(&replicas[i], 10000);
     }
+    /* Durable iff committed: every commit the writer saw acknowledged survived the crashes. */
+    cr_assert_geq(harness_scalar_ll(conn, "SELECT count(*) FROM public.committed"),
+                  atomic_load(&w.committed), "acknowledged commits were lost");
     expect_each_handler_once();
     consume_group_fini(&g);
 }

@@ -245,6 +245,9 @@ Test(server_chaos, postgresql_stopped_immediately_again_and_again_loses_nothing)
                   "relay %d never lost PostgreSQL: the restarts missed it", i + 1);
         relay_test_stop(&relays[i], 10000);
     }
+    /* Durable iff committed: every commit the writer saw acknowledged survived the crashes. */
+    cr_assert_geq(harness_scalar_ll(conn, "SELECT count(*) FROM public.committed"),
+                  atomic_load(&w.committed), "acknowledged commits were lost");
     expect_no_attempt_spent();
     chk = relay_test_check(conn, "CHAOS_PG");
     cr_assert_eq(chk.stream, chk.committed);
