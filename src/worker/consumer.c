@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "consumer_internal.h"
 #include "error.h"
@@ -406,6 +407,9 @@ outbox_consumer_new(const outbox_consumer_options *opts, outbox_consumer **out, 
         return st;
     }
     pthread_mutex_init(&c->stats_lock, NULL);
+    /* Replicas started together must not draw the same retry delays. */
+    c->jitter_seed =
+        (unsigned int)getpid() ^ (unsigned int)obx_monotonic_ms() ^ (unsigned int)(uintptr_t)c;
     *out = c;
     return OUTBOX_OK;
 }

@@ -70,6 +70,7 @@ struct outbox_consumer {
     struct obx_feed *feed;         /* NULL while its server is away */
     int db_pause_ms, bus_pause_ms; /* growing pauses during outages */
     long long next_maintenance_ms; /* monotonic time of the next ledger prune */
+    unsigned int jitter_seed;      /* rand_r() state, its own per replica; the run thread's */
 };
 
 outbox_status obx_consumer_options_adopt(struct outbox_consumer *c,

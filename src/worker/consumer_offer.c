@@ -281,8 +281,9 @@ settle_unhandled(struct offer *o, size_t k, outbox_error *err)
         return obx_ledger_release(o->c->ledger, o->h->name, &o->events[k], &o->claims[k], 0, err);
     }
     if (o->results[k] == OUTBOX_HANDLER_RETRY) {
-        int delay_ms = obx_backoff_delay_ms(1, opts->backoff_base_ms, opts->backoff_cap_ms,
-                                            (double)rand() / ((double)RAND_MAX + 1.0));
+        int delay_ms =
+            obx_backoff_delay_ms(1, opts->backoff_base_ms, opts->backoff_cap_ms,
+                                 (double)rand_r(&o->c->jitter_seed) / ((double)RAND_MAX + 1.0));
 
         st = obx_ledger_release(o->c->ledger, o->h->name, &o->events[k], &o->claims[k], delay_ms,
                                 err);
@@ -294,6 +295,11 @@ settle_unhandled(struct offer *o, size_t k, outbox_error *err)
                                    o->reasons[k], &policy, &fr, err);
     if (st != OUTBOX_OK) {
         return st;
+    }
+    if (!fr.applied) {
+        /* The claim moved on to another replica: nothing was recorded, that one decides. */
+        obx_verdict_nak(verdict(o, k), OBX_LEDGER_OUTAGE_RETRY_MS);
+        return OUTBOX_OK;
     }
     obx_consumer_count(o->c, &o->c->stats.failed, 1);
     if (fr.dead) {

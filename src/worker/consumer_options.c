@@ -125,25 +125,12 @@ obx_consumer_options_adopt(struct outbox_consumer *c, const outbox_consumer_opti
     return OUTBOX_OK;
 }
 
-static int
-handler_name_valid(const char *name)
-{
-    size_t len = name ? strlen(name) : 0;
-
-    for (size_t i = 0; i < len; i++) {
-        if (!obx_token_valid(name + i, 1) && name[i] != '.') {
-            return 0;
-        }
-    }
-    return len >= 1 && len <= 64;
-}
-
 static outbox_status
 add_handler(outbox_consumer *c, const char *name, const char *filter, struct obx_handler *h,
             outbox_error *err)
 {
     obx_error_reset(err);
-    if (!handler_name_valid(name)) {
+    if (!obx_ledger_handler_name_valid(name)) {
         return obx_fail(err, OUTBOX_EINVAL, "handler name \"%s\" must be 1 to 64 of [A-Za-z0-9_.-]",
                         name ? name : "");
     }

@@ -51,6 +51,9 @@ struct obx_claim {
     char owner_token[37]; /* RUN: the token that guards later writes */
 };
 
+/* A handler name the ledger takes: 1 to 64 of [A-Za-z0-9_.-], the table's own rule. */
+int obx_ledger_handler_name_valid(const char *name);
+
 /* One event offered to a handler. Borrowed for the duration of a call. */
 struct obx_ledger_event {
     const char *event_id;

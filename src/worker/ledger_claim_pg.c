@@ -10,7 +10,7 @@
  */
 #include "ledger.h"
 
-#include <ctype.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +21,7 @@
 #include "error.h"
 #include "ledger_int.h"
 #include "text.h"
+#include "uuid7.h"
 
 #include "banned.h" /* last: poisons unsafe functions */
 
@@ -37,17 +38,18 @@ enum { FAILURE_ATTEMPTS, FAILURE_DEAD, FAILURE_RETRY_MS };
 static int
 is_uuid(const char *s)
 {
-    if (s == NULL || strlen(s) != 36) {
-        return 0;
-    }
-    for (size_t i = 0; i < 36; i++) {
-        int dash = i == 8 || i == 13 || i == 18 || i == 23;
+    uint8_t scratch[16];
 
-        if (dash ? s[i] != '-' : !isxdigit((unsigned char)s[i])) {
-            return 0;
-        }
-    }
-    return 1;
+    return s != NULL && obx_uuid_parse(s, scratch) == 0;
+}
+
+int
+obx_ledger_handler_name_valid(const char *name)
+{
+    size_t len = name != NULL ? strlen(name) : 0;
+
+    return len >= 1 && len <= 64 &&
+           strspn(name, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-") == len;
 }
 
 /* The table's own rule (processed_events_handler_name), checked before the server sees it. */
@@ -55,11 +57,8 @@ static outbox_status
 check_handler(const char *handler, outbox_error *err)
 {
     char quoted[160];
-    size_t len = handler != NULL ? strlen(handler) : 0;
 
-    if (len >= 1 && len <= 64 &&
-        strspn(handler, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-") ==
-            len) {
+    if (obx_ledger_handler_name_valid(handler)) {
         return OUTBOX_OK;
     }
     if (handler == NULL) {
