@@ -19,6 +19,7 @@
 #include "bus.h"
 #include "bus_nats_int.h"
 #include "error.h"
+#include "pause.h"
 #include "subject.h"
 #include "text.h"
 
@@ -173,7 +174,7 @@ obx_bus_on_ack(jsCtx *js, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae, void *cl
     pthread_mutex_lock(&bus->mu);
     if (ring_take_locked(bus, msg, &index)) {
         classify_locked(bus, &bus->slots[index], pa, pae);
-        bus->last_progress_ms = obx_bus_now_ms();
+        bus->last_progress_ms = obx_monotonic_ms();
         pthread_cond_signal(&bus->cond);
     }
     natsMsg_Destroy(msg);
@@ -320,7 +321,7 @@ wait_for_room(struct obx_bus *bus, struct slot *sl)
     while (bus->ring_used == bus->window && bus->lost_epoch == bus->batch_epoch) {
         long long deadline = bus->last_progress_ms + bus->publish_timeout_ms;
 
-        if (obx_bus_now_ms() >= deadline) {
+        if (obx_monotonic_ms() >= deadline) {
             break;
         }
         wait_until_locked(bus, deadline);
@@ -357,7 +358,7 @@ publish_js(struct obx_bus *bus, const struct obx_bus_message *m, size_t i)
     ring_push_locked(bus, msg, i); /* before publishing: the ack can beat the return */
     sl->waiting = 1;
     bus->refs++;
-    bus->last_progress_ms = obx_bus_now_ms();
+    bus->last_progress_ms = obx_monotonic_ms();
     pthread_mutex_unlock(&bus->mu);
     bus->js_used = 1;
     ns = js_PublishMsgAsync(bus->js, &msg, &po);
@@ -443,7 +444,7 @@ obx_bus_send(struct obx_bus *bus, const struct obx_bus_message *msgs, size_t cou
     (void)obx_bus_max_payload(bus);
     pthread_mutex_lock(&bus->mu);
     bus->batch_epoch = bus->lost_epoch;
-    bus->last_progress_ms = obx_bus_now_ms();
+    bus->last_progress_ms = obx_monotonic_ms();
     pthread_mutex_unlock(&bus->mu);
     bus->batch_open = 1;
     bus->batch_count = count;
@@ -470,7 +471,7 @@ collect_js(struct obx_bus *bus)
     while (bus->ring_live > 0 && bus->lost_epoch == bus->batch_epoch) {
         long long deadline = bus->last_progress_ms + bus->publish_timeout_ms;
 
-        if (obx_bus_now_ms() >= deadline) {
+        if (obx_monotonic_ms() >= deadline) {
             break;
         }
         wait_until_locked(bus, deadline);

@@ -23,6 +23,7 @@
 #include "error.h"
 #include "log.h"
 #include "nats_conn_nats.h"
+#include "pause.h"
 #include "subject.h"
 #include "text.h"
 
@@ -209,7 +210,7 @@ void
 obx_bus_reopen_if_closed(struct obx_bus *bus)
 {
     outbox_error e = {0};
-    long long now = obx_bus_now_ms();
+    long long now = obx_monotonic_ms();
 
     if (bus->nc != NULL && !natsConnection_IsClosed(bus->nc)) {
         return;

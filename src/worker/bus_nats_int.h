@@ -72,15 +72,6 @@ struct obx_bus {
     size_t ring_head, ring_used, ring_live;
 };
 
-static inline long long
-obx_bus_now_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* bus_nats.c */
 
 /* Drops one reference and releases mu; frees the bus with the last one. */

@@ -23,6 +23,7 @@
 #include "envelope.h"
 #include "error.h"
 #include "log.h"
+#include "pause.h"
 #include "store.h"
 #include "subject.h"
 
@@ -52,15 +53,6 @@ struct db_batch {
     enum obx_row_outcome *outcomes; /* filled by settle */
     long long *delays_ms;           /* filled by settle */
 };
-
-static long long
-now_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* Remembers a lost connection, so the next call reconnects first. */
 static outbox_status
@@ -248,7 +240,7 @@ db_fetch(struct obx_feed *feed, size_t max, int timeout_ms, struct obx_feed_batc
          outbox_error *err)
 {
     struct db_feed *f = feed->impl;
-    long long deadline_ms = now_ms() + (timeout_ms > 0 ? timeout_ms : 0);
+    long long deadline_ms = obx_monotonic_ms() + (timeout_ms > 0 ? timeout_ms : 0);
     int limit = max > MAX_LEASE_ROWS ? MAX_LEASE_ROWS : (int)max;
     outbox_status st;
 
@@ -271,7 +263,7 @@ db_fetch(struct obx_feed *feed, size_t max, int timeout_ms, struct obx_feed_batc
         if (leased) {
             continue; /* only invalid rows came: the rows behind them may be due */
         }
-        left_ms = deadline_ms - now_ms();
+        left_ms = deadline_ms - obx_monotonic_ms();
         if (left_ms <= 0) {
             return OUTBOX_OK;
         }

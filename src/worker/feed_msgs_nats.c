@@ -24,6 +24,7 @@
 #include "error.h"
 #include "feed_nats_int.h"
 #include "nats_conn_nats.h"
+#include "pause.h"
 
 #include "banned.h" /* last: poisons unsafe functions */
 
@@ -117,7 +118,7 @@ recheck_consumer(struct obx_nats_feed *f)
     outbox_error e = {0};
     int exists = 1;
 
-    f->checked_ms = obx_nats_feed_now_ms();
+    f->checked_ms = obx_monotonic_ms();
     if (obx_consumer_exists(f->nc, &f->spec, &exists, &e) == OUTBOX_OK && !exists) {
         f->ready = 0;
     }
@@ -142,7 +143,7 @@ obx_nats_feed_fetch(struct obx_feed *feed, size_t max, int timeout_ms, struct ob
     ns = natsSubscription_Fetch(&list, f->sub, max > MAX_FETCH ? MAX_FETCH : (int)max,
                                 timeout_ms > 0 ? timeout_ms : 1, &code);
     if (ns == NATS_TIMEOUT && obx_nats_feed_connected(f)) {
-        if (obx_nats_feed_now_ms() - f->checked_ms >= OBX_FEED_RECHECK_MS) {
+        if (obx_monotonic_ms() - f->checked_ms >= OBX_FEED_RECHECK_MS) {
             recheck_consumer(f);
         }
         return OUTBOX_OK; /* nothing to deliver */
@@ -155,7 +156,7 @@ obx_nats_feed_fetch(struct obx_feed *feed, size_t max, int timeout_ms, struct ob
         }
         return obx_nats_fail(err, ns, OUTBOX_EUNAVAILABLE, "fetching from the consumer");
     }
-    f->checked_ms = obx_nats_feed_now_ms(); /* messages came: the consumer is there */
+    f->checked_ms = obx_monotonic_ms(); /* messages came: the consumer is there */
     return fill(f, &list, out, err);
 }
 

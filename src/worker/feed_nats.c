@@ -23,6 +23,7 @@
 #include "feed_nats_int.h"
 #include "log.h"
 #include "nats_conn_nats.h"
+#include "pause.h"
 #include "stream_nats.h"
 #include "subject.h"
 
@@ -31,15 +32,6 @@
 #define CONNECT_TIMEOUT_MS 2000
 #define WRITE_TIMEOUT_MS   5000
 #define NANOS_PER_SECOND   INT64_C(1000000000)
-
-long long
-obx_nats_feed_now_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* Drops one reference and releases mu; frees with the last one. */
 static void
@@ -163,7 +155,7 @@ static void
 reopen_if_closed(struct obx_nats_feed *f)
 {
     outbox_error e = {0};
-    long long now = obx_nats_feed_now_ms();
+    long long now = obx_monotonic_ms();
 
     if ((f->nc != NULL && !natsConnection_IsClosed(f->nc)) || f->live_batches > 0 ||
         now - f->last_reopen_ms < OBX_NATS_RECONNECT_WAIT_MS) {
@@ -237,7 +229,7 @@ obx_nats_feed_ready(struct obx_nats_feed *f, outbox_error *err)
     if (st == OUTBOX_OK) {
         f->ready = 1;
         f->seen_reconnects = reconnects;
-        f->checked_ms = obx_nats_feed_now_ms();
+        f->checked_ms = obx_monotonic_ms();
     }
     return st;
 }

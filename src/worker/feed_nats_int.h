@@ -65,9 +65,6 @@ struct obx_nats_feed {
 
 /* feed_nats.c */
 
-/* Milliseconds of a monotonic clock. */
-long long obx_nats_feed_now_ms(void);
-
 /* Connected right now (not reconnecting, not closed). */
 int obx_nats_feed_connected(struct obx_nats_feed *f);
 

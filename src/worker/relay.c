@@ -233,7 +233,7 @@ count_outcomes(struct outbox_relay *relay, const struct obx_relay_batch *b,
     relay->stats.invalid += c->invalid;
     relay->stats.released += c->released;
     relay->stats.lost += c->lost;
-    relay->stats.batches++;
+    relay->stats.batches += c->released < b->count; /* a batch only handed back is not one */
     pthread_mutex_unlock(&relay->stats_lock);
 }
 
@@ -446,6 +446,9 @@ maybe_maintain(struct outbox_relay *relay)
                                  &deleted, &err) != OUTBOX_OK) {
             if (err.code == OUTBOX_EUNAVAILABLE) {
                 drop_store(relay, &err);
+            } else {
+                obx_log(OUTBOX_LOG_ERROR, "retention pass failed relay=%s error=\"%s\" sqlstate=%s",
+                        relay->opts.name, err.message, err.sqlstate);
             }
             return;
         }

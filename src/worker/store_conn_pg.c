@@ -19,6 +19,7 @@
 #include <libpq-fe.h>
 
 #include "error.h"
+#include "pause.h"
 #include "pg_conn.h"
 #include "sql.h"
 #include "sql_gen.h"
@@ -158,15 +159,6 @@ obx_store_listen(struct obx_store *store, outbox_error *err)
     return status;
 }
 
-static long long
-monotonic_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Frees every queued notification; returns how many there were. */
 static int
 drain_notifications(PGconn *conn)
@@ -184,7 +176,7 @@ drain_notifications(PGconn *conn)
 outbox_status
 obx_store_wait(struct obx_store *store, int timeout_ms, int *woken, outbox_error *err)
 {
-    long long deadline_ms = monotonic_ms() + (timeout_ms > 0 ? timeout_ms : 0);
+    long long deadline_ms = obx_monotonic_ms() + (timeout_ms > 0 ? timeout_ms : 0);
     outbox_status status;
 
     obx_error_reset(err);
@@ -210,7 +202,7 @@ obx_store_wait(struct obx_store *store, int timeout_ms, int *woken, outbox_error
             *woken = 1;
             return OUTBOX_OK;
         }
-        left_ms = deadline_ms - monotonic_ms();
+        left_ms = deadline_ms - obx_monotonic_ms();
         if (left_ms <= 0) {
             *woken = 0;
             return OUTBOX_OK;
