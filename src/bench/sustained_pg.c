@@ -86,7 +86,10 @@ obx_bench_sustained(const struct obx_bench_env *env)
     start = obx_bench_now();
     for (int i = 0; i < WRITERS; i++) {
         writers[i] = (struct writer){.env = env, .rate_per_s = rate / WRITERS, .seconds = seconds};
-        pthread_create(&writers[i].thread, NULL, writer_main, &writers[i]);
+        if (pthread_create(&writers[i].thread, NULL, writer_main, &writers[i]) != 0) {
+            fprintf(stderr, "outbox-bench: cannot start writer thread %d\n", i);
+            abort(); /* the relays and writers already running cannot be joined cleanly */
+        }
     }
     for (int i = 0; i < WRITERS; i++) {
         pthread_join(writers[i].thread, NULL);

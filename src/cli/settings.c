@@ -77,7 +77,7 @@ const struct obx_setting obx_settings[] = {
     INT("OUTBOX_DUPLICATE_WINDOW_SECONDS", duplicate_window_seconds, "3600", 1, 604800,
         "stream duplicate_window; updated in place on an existing stream"),
     INT("OUTBOX_MAX_ENVELOPE_BYTES", max_envelope_bytes, "524288", 1024, 67108864,
-        "writer envelope size limit (outboxctl validate and the demo writers)"),
+        "writer envelope size limit of the demo writers (library writers: outbox_writer_options)"),
     STR("OUTBOX_CONSUMER_NAME", consumer_name, "outbox",
         "durable JetStream consumer shared by consumer replicas (one per consumer group)"),
     INT("OUTBOX_ACK_WAIT_SECONDS", ack_wait_seconds, "60", 1, 86400,

@@ -3,9 +3,10 @@
  * uuid7.c - UUIDv7 generation, formatting and parsing.
  *
  * The process-wide state sits behind a mutex. Random bytes are drawn from
- * getrandom(2) in blocks to keep the system call off most ids; the block
- * and the state are dropped when the pid changes, so a forked child never
- * replays its parent's randomness.
+ * getrandom(2) in blocks to keep the system call off most ids; a fork
+ * handler drops the block and the state in the child, so a forked child
+ * never replays its parent's randomness, and no system call is left on
+ * the path of an id.
  */
 #include "uuid7.h"
 
@@ -77,19 +78,40 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct obx_uuid7_state state;
 static uint8_t pool[POOL_BYTES];
 static size_t pool_used = POOL_BYTES;
-static pid_t pool_pid;
+static pthread_once_t fork_handlers_once = PTHREAD_ONCE_INIT;
+
+/* Held across fork(), so the child's copy of the state is whole. */
+static void
+before_fork(void)
+{
+    pthread_mutex_lock(&lock);
+}
+
+static void
+after_fork_in_parent(void)
+{
+    pthread_mutex_unlock(&lock);
+}
+
+/* The child draws its own randomness: a copy of the parent's would repeat its ids. */
+static void
+after_fork_in_child(void)
+{
+    pool_used = POOL_BYTES;
+    memset(&state, 0, sizeof(state));
+    pthread_mutex_unlock(&lock);
+}
+
+static void
+install_fork_handlers(void)
+{
+    pthread_atfork(before_fork, after_fork_in_parent, after_fork_in_child);
+}
 
 /* Ten random bytes from the pool; refills it when empty. Lock held. */
 static int
 take_random_locked(uint8_t out[10])
 {
-    pid_t pid = getpid();
-
-    if (pid != pool_pid) {
-        pool_used = POOL_BYTES;
-        memset(&state, 0, sizeof(state));
-        pool_pid = pid;
-    }
     if (pool_used + 10 > POOL_BYTES) {
         size_t got = 0;
 
@@ -115,6 +137,7 @@ obx_uuid7_generate(uint8_t out[16])
     uint8_t random[10];
     int rc;
 
+    pthread_once(&fork_handlers_once, install_fork_handlers);
     clock_gettime(CLOCK_REALTIME, &ts);
     pthread_mutex_lock(&lock);
     rc = take_random_locked(random);

@@ -12,6 +12,7 @@
 
 #include <sys/types.h>
 
+#include "outbox/outbox.h"
 #include "settings.h"
 
 struct obx_demo_options {
@@ -25,8 +26,9 @@ struct obx_demo_options {
 /* Writers (demo_writers_pg.c): one business row and one event per transaction. */
 struct obx_demo_writers;
 
-struct obx_demo_writers *obx_demo_writers_start(const char *database_url, int writers, int rate,
-                                                double seconds);
+struct obx_demo_writers *obx_demo_writers_start(const char *database_url,
+                                                const outbox_writer_options *wo, int writers,
+                                                int rate, double seconds);
 /* Events committed so far (thread-safe). */
 long long obx_demo_writers_committed(struct obx_demo_writers *w);
 /* 1 once every writer has finished. */

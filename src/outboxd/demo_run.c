@@ -266,14 +266,18 @@ obx_demo_run(const struct obx_config *cfg, const struct obx_demo_options *o)
 {
     struct run r = {.cfg = cfg, .o = o};
     struct obx_demo_writers *w;
+    outbox_writer_options wo;
     struct audit a;
     int code = 1;
 
     printf("pgoutbox demo: %d writers at %d events/s for %.0f s -> %d relays -> JetStream "
            "stream %s (%s.>) -> %d consumers (a sql handler keeping a projection)\n",
            o->writers, o->rate, o->seconds, o->relays, cfg->stream, cfg->subject_prefix, CONSUMERS);
-    if (prepare_run(&r) == 0 &&
-        (w = obx_demo_writers_start(cfg->database_url, o->writers, o->rate, o->seconds)) != NULL) {
+    outbox_writer_options_init(&wo);
+    wo.schema = cfg->schema;
+    wo.max_envelope_bytes = (size_t)cfg->max_envelope_bytes;
+    if (prepare_run(&r) == 0 && (w = obx_demo_writers_start(cfg->database_url, &wo, o->writers,
+                                                            o->rate, o->seconds)) != NULL) {
         r.start = now_s();
         watch(&r, w);
         if (obx_demo_writers_join(w) > 0) {

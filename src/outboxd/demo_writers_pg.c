@@ -23,6 +23,7 @@ enum { MAX_WRITERS = 32 };
 
 struct obx_demo_writers {
     const char *database_url; /* borrowed from the caller */
+    outbox_writer *writer;    /* the configured schema and envelope limit, shared */
     double rate_each;         /* events per second per writer */
     double seconds;
     int count;
@@ -50,7 +51,7 @@ exec_ok(PGconn *conn, const char *sql, int nparams, const char *const *params)
 
 /* One business transaction: the review and its event, committed together. */
 static int
-write_review(PGconn *conn)
+write_review(const outbox_writer *writer, PGconn *conn)
 {
     char review_id[37], movie_id[37], stars[4], payload[200];
     const char *params[] = {review_id, movie_id, stars, NULL};
@@ -66,7 +67,7 @@ write_review(PGconn *conn)
              (unsigned)rand() % 50u);
     snprintf(stars, sizeof(stars), "%d", 1 + rand() % 5);
     snprintf(payload, sizeof(payload), "{\"review_id\":\"%s\",\"stars\":%s}", review_id, stars);
-    params[3] = outbox_event_id(ev);
+    params[3] = ev != NULL ? outbox_event_id(ev) : NULL;
     ok = ev != NULL && exec_ok(conn, "BEGIN", 0, NULL) &&
          exec_ok(conn,
                  "INSERT INTO demo_reviews (id, movie_id, stars, body, event_id) "
@@ -75,7 +76,8 @@ write_review(PGconn *conn)
          outbox_event_set_route(ev, "movie", "review.logged", &err) == OUTBOX_OK &&
          outbox_event_set_aggregate_id(ev, movie_id, &err) == OUTBOX_OK &&
          outbox_event_set_payload_json(ev, payload, strlen(payload), &err) == OUTBOX_OK &&
-         outbox_enqueue(conn, ev, &err) == OUTBOX_OK && exec_ok(conn, "COMMIT", 0, NULL);
+         outbox_writer_enqueue(writer, conn, ev, &err) == OUTBOX_OK &&
+         exec_ok(conn, "COMMIT", 0, NULL);
     if (!ok) {
         PQclear(PQexec(conn, "ROLLBACK"));
     }
@@ -101,7 +103,7 @@ writer_main(void *arg)
 
             nanosleep(&ts, NULL);
         }
-        if (write_review(conn)) {
+        if (write_review(w->writer, conn)) {
             atomic_fetch_add(&w->committed, 1);
         } else {
             atomic_fetch_add(&w->failed, 1);
@@ -113,11 +115,18 @@ writer_main(void *arg)
 }
 
 struct obx_demo_writers *
-obx_demo_writers_start(const char *database_url, int writers, int rate, double seconds)
+obx_demo_writers_start(const char *database_url, const outbox_writer_options *wo, int writers,
+                       int rate, double seconds)
 {
     struct obx_demo_writers *w = calloc(1, sizeof(*w));
+    outbox_error err;
 
     if (w == NULL) {
+        return NULL;
+    }
+    if (outbox_writer_new(wo, &w->writer, &err) != OUTBOX_OK) {
+        fprintf(stderr, "outboxd demo: %s\n", err.message);
+        free(w);
         return NULL;
     }
     w->database_url = database_url;
@@ -125,7 +134,10 @@ obx_demo_writers_start(const char *database_url, int writers, int rate, double s
     w->rate_each = (double)rate / w->count;
     w->seconds = seconds;
     for (int i = 0; i < w->count; i++) {
-        pthread_create(&w->threads[i], NULL, writer_main, w);
+        if (pthread_create(&w->threads[i], NULL, writer_main, w) != 0) {
+            w->count = i; /* the writers that did start are the whole set, joined as such */
+            break;
+        }
     }
     return w;
 }
@@ -151,6 +163,7 @@ obx_demo_writers_join(struct obx_demo_writers *w)
         pthread_join(w->threads[i], NULL);
     }
     failed = atomic_load(&w->failed);
+    outbox_writer_free(w->writer);
     free(w);
     return failed;
 }
