@@ -55,6 +55,28 @@ fail_all(size_t count, outbox_handler_result *results, outbox_error *errs, PGcon
     }
 }
 
+/*
+ * Reads and drops results up to the sync's, so the pipeline can be left:
+ * each statement's results end in a NULL, so only two NULLs in a row (or a
+ * broken connection) mean nothing more is coming.
+ */
+static void
+drain_to_sync(PGconn *conn)
+{
+    int nulls = 0;
+
+    while (nulls < 2 && PQstatus(conn) == CONNECTION_OK) {
+        PGresult *res = PQgetResult(conn);
+        int sync = res != NULL && PQresultStatus(res) == PGRES_PIPELINE_SYNC;
+
+        nulls = res == NULL ? nulls + 1 : 0;
+        PQclear(res);
+        if (sync) {
+            return;
+        }
+    }
+}
+
 /* Reads one result per statement, then the sync's. */
 static void
 read_results(PGconn *conn, size_t count, outbox_handler_result *results, outbox_error *errs)
@@ -66,14 +88,7 @@ read_results(PGconn *conn, size_t count, outbox_handler_result *results, outbox_
         PQclear(res);
         PQclear(PQgetResult(conn)); /* the NULL that ends this statement's results */
     }
-    for (PGresult *res; (res = PQgetResult(conn)) != NULL;) {
-        int sync = PQresultStatus(res) == PGRES_PIPELINE_SYNC;
-
-        PQclear(res);
-        if (sync) {
-            break;
-        }
-    }
+    drain_to_sync(conn);
 }
 
 void
@@ -92,6 +107,11 @@ obx_sql_handler_run(const char *statement, PGconn *conn, const outbox_delivery *
         read_results(conn, count, results, errs);
     } else {
         fail_all(count, results, errs, conn);
+        /* Statements queued before the failure still answer: read them off, or the
+         * connection would stay in pipeline mode and refuse the ledger's next command. */
+        if (PQpipelineStatus(conn) != PQ_PIPELINE_OFF && PQpipelineSync(conn)) {
+            drain_to_sync(conn);
+        }
     }
     PQexitPipelineMode(conn);
 }
