@@ -79,6 +79,63 @@ add_spec(struct consume *w, const char *text, long timeout_seconds)
     return 0;
 }
 
+struct numbered_spec {
+    long number;
+    const char *text;
+};
+
+static int
+by_number(const void *a, const void *b)
+{
+    const struct numbered_spec *x = a, *y = b;
+
+    return (x->number > y->number) - (x->number < y->number);
+}
+
+/*
+ * OUTBOX_HANDLER_<n> variables, in the order of n (the environment's own
+ * order is arbitrary). Any other OUTBOX_HANDLER_ name but the timeout
+ * setting is a mistake, refused by name rather than read as a handler.
+ */
+static int
+collect_env_specs(struct consume *w, long timeout_seconds)
+{
+    const size_t prefix_len = strlen(OBX_HANDLER_ENV_PREFIX);
+    struct numbered_spec found[MAX_SPECS];
+    size_t n = 0;
+
+    for (char **e = environ; *e != NULL; e++) {
+        const char *eq = strchr(*e, '='), *digits = *e + prefix_len;
+        char *end;
+        long number;
+
+        if (eq == NULL || strncmp(*e, OBX_HANDLER_ENV_PREFIX, prefix_len) != 0 ||
+            strncmp(*e, "OUTBOX_HANDLER_TIMEOUT_SECONDS=", 31) == 0) {
+            continue;
+        }
+        number = strtol(digits, &end, 10);
+        if (end != eq || digits[0] < '1' || digits[0] > '9' || number <= 0) {
+            fprintf(stderr,
+                    "outboxd consume: unknown variable %.*s (handlers are OUTBOX_HANDLER_1, "
+                    "OUTBOX_HANDLER_2, ...)\n",
+                    (int)(eq - *e), *e);
+            return -1;
+        }
+        if (n == MAX_SPECS) {
+            fprintf(stderr, "outboxd consume: at most %d handlers\n", MAX_SPECS);
+            return -1;
+        }
+        found[n++] = (struct numbered_spec){number, eq + 1};
+    }
+    qsort(found, n, sizeof(found[0]), by_number);
+    for (size_t i = 0; i < n; i++) {
+        if (add_spec(w, found[i].text, timeout_seconds) != 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
 /* --handler SPEC (or --handler=SPEC) arguments, then OUTBOX_HANDLER_<n> variables. */
 static int
 collect_specs(struct consume *w, int argc, char **argv, long timeout_seconds)
@@ -98,14 +155,8 @@ collect_specs(struct consume *w, int argc, char **argv, long timeout_seconds)
             return -1;
         }
     }
-    for (char **e = environ; *e != NULL; e++) {
-        const char *eq = strchr(*e, '=');
-
-        if (strncmp(*e, OBX_HANDLER_ENV_PREFIX, strlen(OBX_HANDLER_ENV_PREFIX)) == 0 && eq &&
-            strncmp(*e, "OUTBOX_HANDLER_TIMEOUT_SECONDS=", 31) != 0 &&
-            add_spec(w, eq + 1, timeout_seconds) != 0) {
-            return -1;
-        }
+    if (collect_env_specs(w, timeout_seconds) != 0) {
+        return -1;
     }
     if (w->count == 0) {
         fprintf(stderr, "outboxd consume: no handlers; declare them with --handler "

@@ -31,5 +31,6 @@ expect 2 'OUTBOX_DATABASE_URL is required' -- -- "$outboxctl" migrate
 expect 2 'OUTBOX_BATCH_SIZE="0"' -- OUTBOX_DATABASE_URL=postgres://unused OUTBOX_BATCH_SIZE=0 -- "$outboxd" relay
 expect 2 'OUTBOX_RELAY_MODE="sometimes"' -- OUTBOX_DATABASE_URL=postgres://unused OUTBOX_RELAY_MODE=sometimes -- "$outboxd" relay
 expect 2 'database_url is required' -- -- "$outboxd" relay
+expect 2 'unknown variable OUTBOX_HANDLER_AUDIT' -- OUTBOX_DATABASE_URL=postgres://unused 'OUTBOX_HANDLER_AUDIT=a=sql:SELECT 1' -- "$outboxd" consume
 expect 1 'cannot connect to the database' -- 'OUTBOX_DATABASE_URL=postgresql://127.0.0.1:1/none?connect_timeout=2' -- "$outboxctl" status
 exit $((failures > 0))
