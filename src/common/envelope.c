@@ -8,8 +8,10 @@
  */
 #include "envelope.h"
 
+#include <stdlib.h>
 #include <string.h>
 
+#include "envelope_scan.h"
 #include "error.h"
 #include "fields.h"
 #include "payload.h"
@@ -56,7 +58,8 @@ static const char *const known_keys[] = {
 
 /* Reads an optional string member; a present non-string is an error. */
 static outbox_status
-string_member(json_t *doc, const char *key, int required, const char **out, outbox_error *err)
+string_member(json_t *doc, const char *key, int required, const char **out, size_t *len,
+              outbox_error *err)
 {
     json_t *v = json_object_get(doc, key);
 
@@ -68,7 +71,8 @@ string_member(json_t *doc, const char *key, int required, const char **out, outb
         return obx_fail(err, OUTBOX_EINVAL, "envelope %s must be a string", key);
     }
     *out = json_string_value(v);
-    if (strlen(*out) != json_string_length(v)) {
+    *len = json_string_length(v);
+    if (strlen(*out) != *len) {
         return obx_fail(err, OUTBOX_EINVAL, "envelope %s contains a NUL character", key);
     }
     return OUTBOX_OK;
@@ -111,32 +115,58 @@ check_shape(json_t *doc, outbox_error *err)
     return obx_payload_check(json_object_get(doc, "payload"), err);
 }
 
-static outbox_status
-read_fields(struct obx_envelope *env, outbox_error *err)
+/* The envelope's string fields, in envelope_scan.h's member order. */
+static const char **
+field_slot(struct obx_envelope *env, int member)
 {
-    char canonical[OBX_UUID_TEXT_LEN + 1];
-    outbox_status st = OUTBOX_OK;
-    struct {
-        const char *key;
-        int required;
-        const char **slot;
-    } members[] = {
-        {"id", 1, &env->id},
-        {"event_type", 1, &env->event_type},
-        {"aggregate_type", 1, &env->aggregate_type},
-        {"aggregate_id", 1, &env->aggregate_id},
-        {"tenant_id", 0, &env->tenant_id},
-        {"occurred_at", 1, &env->occurred_at},
-        {"data_subject", 0, &env->data_subject},
-        {"traceparent", 0, &env->traceparent},
+    const char **slots[OBX_ENVELOPE_STRING_MEMBERS] = {
+        [OBX_MEMBER_ID] = &env->id,
+        [OBX_MEMBER_EVENT_TYPE] = &env->event_type,
+        [OBX_MEMBER_AGGREGATE_TYPE] = &env->aggregate_type,
+        [OBX_MEMBER_AGGREGATE_ID] = &env->aggregate_id,
+        [OBX_MEMBER_TENANT_ID] = &env->tenant_id,
+        [OBX_MEMBER_OCCURRED_AT] = &env->occurred_at,
+        [OBX_MEMBER_DATA_SUBJECT] = &env->data_subject,
+        [OBX_MEMBER_TRACEPARENT] = &env->traceparent,
     };
 
-    for (size_t i = 0; i < sizeof(members) / sizeof(members[0]) && st == OUTBOX_OK; i++) {
-        st = string_member(env->doc, members[i].key, members[i].required, members[i].slot, err);
+    return slots[member];
+}
+
+/* Copies the present string fields into one block the envelope owns. */
+static outbox_status
+keep_fields(struct obx_envelope *env, const struct obx_envelope_slices *f, outbox_error *err)
+{
+    size_t total = 0;
+    char *at;
+
+    for (int i = 0; i < OBX_ENVELOPE_STRING_MEMBERS; i++) {
+        total += f->text[i] != NULL ? f->len[i] + 1 : 0;
     }
-    if (st == OUTBOX_OK) {
-        st = obx_check_uuid_field("id", env->id, canonical, err);
+    env->store = malloc(total > 0 ? total : 1);
+    if (env->store == NULL) {
+        return obx_fail(err, OUTBOX_ENOMEM, "envelope: out of memory");
     }
+    at = env->store;
+    for (int i = 0; i < OBX_ENVELOPE_STRING_MEMBERS; i++) {
+        *field_slot(env, i) = NULL;
+        if (f->text[i] != NULL) {
+            memcpy(at, f->text[i], f->len[i]);
+            at[f->len[i]] = '\0';
+            *field_slot(env, i) = at;
+            at += f->len[i] + 1;
+        }
+    }
+    return OUTBOX_OK;
+}
+
+/* The rules on the string fields, the same whichever way they were read. */
+static outbox_status
+check_fields(const struct obx_envelope *env, outbox_error *err)
+{
+    char canonical[OBX_UUID_TEXT_LEN + 1];
+    outbox_status st = obx_check_uuid_field("id", env->id, canonical, err);
+
     /* Nats-Msg-Id is the id: a second spelling would escape deduplication. */
     if (st == OUTBOX_OK && strcmp(canonical, env->id) != 0) {
         st = obx_fail(err, OUTBOX_EINVAL, "envelope id \"%s\" is not lower-case", env->id);
@@ -163,41 +193,96 @@ read_fields(struct obx_envelope *env, outbox_error *err)
     return st;
 }
 
+/* The string members of a parsed tree, borrowed from it. */
+static outbox_status
+tree_fields(json_t *doc, struct obx_envelope_slices *f, outbox_error *err)
+{
+    static const int required[OBX_ENVELOPE_STRING_MEMBERS] = {
+        [OBX_MEMBER_ID] = 1,
+        [OBX_MEMBER_EVENT_TYPE] = 1,
+        [OBX_MEMBER_AGGREGATE_TYPE] = 1,
+        [OBX_MEMBER_AGGREGATE_ID] = 1,
+        [OBX_MEMBER_OCCURRED_AT] = 1,
+    };
+    static const char *const names[OBX_ENVELOPE_STRING_MEMBERS] = {
+        "id",        "event_type",  "aggregate_type", "aggregate_id",
+        "tenant_id", "occurred_at", "data_subject",   "traceparent",
+    };
+    outbox_status st = OUTBOX_OK;
+
+    memset(f, 0, sizeof(*f));
+    for (int i = 0; i < OBX_ENVELOPE_STRING_MEMBERS && st == OUTBOX_OK; i++) {
+        st = string_member(doc, names[i], required[i], &f->text[i], &f->len[i], err);
+    }
+    return st;
+}
+
 outbox_status
-obx_envelope_parse(const char *json, size_t len, size_t max_bytes, struct obx_envelope *out,
-                   outbox_error *err)
+obx_envelope_parse_tree(const char *json, size_t len, size_t max_bytes, struct obx_envelope *out,
+                        outbox_error *err)
 {
     struct obx_envelope env = {0};
+    struct obx_envelope_slices fields;
     json_error_t jerr;
+    json_t *doc;
     outbox_status status;
 
     if (len > max_bytes) {
         return obx_fail(err, OUTBOX_EINVAL, "envelope is %zu bytes, over the limit of %zu", len,
                         max_bytes);
     }
-    env.doc =
-        json_loadb(json, len, JSON_DECODE_ANY | JSON_ALLOW_NUL | JSON_DECODE_INT_AS_REAL, &jerr);
-    if (env.doc == NULL) {
+    doc = json_loadb(json, len, JSON_DECODE_ANY | JSON_ALLOW_NUL | JSON_DECODE_INT_AS_REAL, &jerr);
+    if (doc == NULL) {
         if (json_error_code(&jerr) == json_error_out_of_memory) {
             return obx_fail(err, OUTBOX_ENOMEM, "envelope: out of memory");
         }
         return obx_fail(err, OUTBOX_EINVAL, "envelope is not valid JSON: %s", jerr.text);
     }
-    status = check_shape(env.doc, err);
+    status = check_shape(doc, err);
     if (status == OUTBOX_OK) {
-        status = read_fields(&env, err);
+        status = tree_fields(doc, &fields, err);
     }
     if (status == OUTBOX_OK) {
-        *out = env;
-        env.doc = NULL;
+        status = keep_fields(&env, &fields, err);
     }
-    json_decref(env.doc);
-    return status;
+    json_decref(doc);
+    if (status == OUTBOX_OK) {
+        status = check_fields(&env, err);
+    }
+    if (status != OUTBOX_OK) {
+        obx_envelope_fini(&env);
+        return status;
+    }
+    *out = env;
+    return OUTBOX_OK;
+}
+
+outbox_status
+obx_envelope_parse(const char *json, size_t len, size_t max_bytes, struct obx_envelope *out,
+                   outbox_error *err)
+{
+    struct obx_envelope env = {0};
+    struct obx_envelope_slices fields;
+    outbox_status status;
+
+    if (len > max_bytes || !obx_envelope_scan(json, len, &fields)) {
+        return obx_envelope_parse_tree(json, len, max_bytes, out, err);
+    }
+    status = keep_fields(&env, &fields, err);
+    if (status == OUTBOX_OK) {
+        status = check_fields(&env, err);
+    }
+    if (status != OUTBOX_OK) {
+        obx_envelope_fini(&env);
+        return status;
+    }
+    *out = env;
+    return OUTBOX_OK;
 }
 
 void
 obx_envelope_fini(struct obx_envelope *env)
 {
-    json_decref(env->doc);
+    free(env->store);
     memset(env, 0, sizeof(*env));
 }

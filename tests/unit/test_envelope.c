@@ -72,7 +72,7 @@ assert_refused(const char *json, const char *reason)
                  "accepted %s", json);
     cr_assert(strstr(err.message, reason) != NULL, "reason \"%s\" lacks \"%s\"", err.message,
               reason);
-    cr_assert_null(env.doc, "out-parameter written on failure");
+    cr_assert_null(env.store, "out-parameter written on failure");
 }
 
 #define ENV_HEAD                                                                                   \
