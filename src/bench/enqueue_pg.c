@@ -9,7 +9,7 @@
  * overhead on the business transaction. Batch: 100 rows per transaction,
  * a raw multi-row INSERT against outbox_enqueue_batch().
  * The raw table has the outbox's columns, defaults and indexes but none of
- * its CHECK constraints: the difference is what pgoutbox adds.
+ * its row rules: the difference is what pgoutbox adds.
  */
 #include <stdio.h>
 #include <stdlib.h>

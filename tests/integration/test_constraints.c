@@ -389,3 +389,53 @@ Test(constraints, an_unknown_status_is_refused)
                    "events_lease_complete");
     cr_expect_eq(event_count(), 0);
 }
+
+/* An UPDATE of a committed row fails with 23514 naming `constraint`. */
+static void
+expect_update_refused(const char *what, const char *set_sql, const char *constraint)
+{
+    char sql[512];
+    PGresult *res;
+    const char *got_state, *got_name;
+
+    snprintf(sql, sizeof(sql), "UPDATE outbox.events SET %s", set_sql);
+    res = PQexec(conn, sql);
+    got_state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+    got_name = PQresultErrorField(res, PG_DIAG_CONSTRAINT_NAME);
+    cr_expect_eq(PQresultStatus(res), PGRES_FATAL_ERROR, "%s: the update was accepted", what);
+    cr_expect_str_eq(got_state ? got_state : "", "23514", "%s: %s", what,
+                     PQresultErrorMessage(res));
+    cr_expect_str_eq(got_name ? got_name : "(none)", constraint, "%s: %s", what,
+                     PQresultErrorMessage(res));
+    PQclear(res);
+}
+
+/*
+ * The event's rules run on INSERT and on any UPDATE that sets the event's
+ * columns (a trigger, so leases and finishes skip them); the state rules
+ * are CHECKs that every UPDATE meets.
+ */
+Test(constraints, an_update_is_held_to_the_same_rules)
+{
+    expect_commits(&(struct row){.what = "the row to update"});
+    expect_update_refused("an envelope that no longer matches the row",
+                          "envelope = jsonb_set(envelope, '{event_type}', '\"other\"')",
+                          "events_envelope_matches_row");
+    expect_update_refused("an envelope without a payload", "envelope = envelope - 'payload'",
+                          "events_envelope_v1");
+    expect_update_refused("a bare event_type broken", "event_type = 'movie.x'",
+                          "events_event_type_bare");
+    expect_update_refused("an unknown status", "status = 'sent'", "events_status_known");
+    expect_update_refused("a lease without its token",
+                          "status = 'leased', leased_until = now() + interval '1 minute'",
+                          "events_lease_complete");
+    expect_update_refused("negative attempts", "attempts = -1", "events_counts_not_negative");
+    /* A replication-role session (pg_restore --disable-triggers, logical apply) is held too. */
+    harness_exec(conn, "SET session_replication_role = replica");
+    expect_update_refused("an envelope changed under session_replication_role = replica",
+                          "envelope = envelope - 'payload'", "events_envelope_v1");
+    harness_exec(conn, "RESET session_replication_role");
+    cr_expect_eq(harness_scalar_ll(conn, "SELECT count(*) FROM outbox.events "
+                                         "WHERE status = 'pending' AND attempts = 0"),
+                 1, "a refused update changed the row");
+}
