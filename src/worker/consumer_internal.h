@@ -31,13 +31,14 @@ struct obx_handler {
 };
 
 /*
- * Runs a SQL handler's statement for `count` deliveries inside the open
- * transaction on `conn`, in one pipeline, filling results[i] (and errs[i]
+ * Runs a SQL handler's statement for `count` deliveries inside the ledger's
+ * open transaction, in one pipeline (prepared once per connection), filling results[i] (and errs[i]
  * for a FAIL). A statement that fails aborts the rest: they come back as
  * RETRY, having not run.
  */
-void obx_sql_handler_run(const char *statement, PGconn *conn, const outbox_delivery *const *d,
-                         size_t count, outbox_handler_result *results, outbox_error *errs);
+void obx_sql_handler_run(struct obx_ledger *ledger, const char *statement,
+                         const outbox_delivery *const *d, size_t count,
+                         outbox_handler_result *results, outbox_error *errs);
 
 /* One message of a batch: who it is, and what its handlers decided. */
 struct obx_msg_verdict {

@@ -224,7 +224,7 @@ run_one(struct offer *o, size_t k, PGconn *conn)
         o->results[k] = o->h->ext(o->h->ctx, &d, &herr);
         break;
     case OBX_HANDLER_SQL:
-        obx_sql_handler_run(o->h->statement, conn, one, 1, &o->results[k], &herr);
+        obx_sql_handler_run(o->c->ledger, o->h->statement, one, 1, &o->results[k], &herr);
         break;
     }
     keep_reason(o, k, &herr);
@@ -232,7 +232,7 @@ run_one(struct offer *o, size_t k, PGconn *conn)
 
 /* A SQL handler's whole batch in one pipeline (the fast path). 0, or -1 out of memory. */
 static int
-run_sql_batch(struct offer *o, PGconn *conn)
+run_sql_batch(struct offer *o)
 {
     struct outbox_delivery *d = calloc(o->count, sizeof(*d));
     const outbox_delivery **dp = calloc(o->count, sizeof(*dp));
@@ -250,7 +250,7 @@ run_sql_batch(struct offer *o, PGconn *conn)
         }
     }
     if (rc == 0 && n > 0) {
-        obx_sql_handler_run(o->h->statement, conn, dp, n, results, errs);
+        obx_sql_handler_run(o->c->ledger, o->h->statement, dp, n, results, errs);
         for (size_t i = 0; i < n; i++) {
             o->results[slot[i]] = results[i];
             keep_reason(o, slot[i], &errs[i]);
@@ -391,7 +391,7 @@ run_optimistic(struct offer *o, int *clean, outbox_error *err)
     PGconn *conn = obx_ledger_connection(o->c->ledger);
 
     *clean = 1;
-    if (o->h->kind == OBX_HANDLER_SQL && run_sql_batch(o, conn) != 0) {
+    if (o->h->kind == OBX_HANDLER_SQL && run_sql_batch(o) != 0) {
         return obx_fail(err, OUTBOX_ENOMEM, "consumer: out of memory");
     }
     for (size_t k = 0; k < o->count && *clean; k++) {
@@ -409,15 +409,22 @@ run_optimistic(struct offer *o, int *clean, outbox_error *err)
     return OUTBOX_OK;
 }
 
-/* Begin and claim the batch; then run it fast, or with a savepoint per event. */
+/*
+ * Begin and claim the batch; then run it fast, or with a savepoint per
+ * event. The fast path claims straight as done: it commits only if every
+ * handler returned DONE, so no separate done mark is needed.
+ */
 static outbox_status
 claim_and_run(struct offer *o, int careful, int *clean, outbox_error *err)
 {
     outbox_status st = obx_ledger_begin(o->c->ledger, err);
 
-    if (st == OUTBOX_OK) {
+    if (st == OUTBOX_OK && careful) {
         st = obx_ledger_claim(o->c->ledger, o->h->name, o->events, o->count,
                               o->c->opts.ledger_lease_seconds, CLAIM_LOCK_WAIT_MS, o->claims, err);
+    } else if (st == OUTBOX_OK) {
+        st = obx_ledger_claim_as_done(o->c->ledger, o->h->name, o->events, o->count,
+                                      CLAIM_LOCK_WAIT_MS, o->claims, err);
     }
     if (st == OUTBOX_OK && careful) {
         st = run_in_savepoints(o, err);
@@ -430,17 +437,18 @@ claim_and_run(struct offer *o, int careful, int *clean, outbox_error *err)
 static outbox_status
 offer_transactional(struct offer *o, outbox_error *err)
 {
-    int clean = 1;
-    outbox_status st = claim_and_run(o, o->only_msg >= 0, &clean, err);
+    int clean = 1, careful = o->only_msg >= 0;
+    outbox_status st = claim_and_run(o, careful, &clean, err);
 
     if (st == OUTBOX_OK && !clean) {
         /* Someone did not say DONE: redo the batch with each event in a savepoint. */
         obx_ledger_rollback(o->c->ledger);
         memset(o->results, 0, o->count * sizeof(*o->results));
-        st = claim_and_run(o, 1, &clean, err);
+        careful = 1;
+        st = claim_and_run(o, careful, &clean, err);
     }
-    if (st == OUTBOX_OK) {
-        st = mark_successes(o, err);
+    if (st == OUTBOX_OK && careful) {
+        st = mark_successes(o, err); /* the fast path's claims were written as done */
     }
     if (st == OUTBOX_OK) {
         st = settle_failures(o, err);

@@ -86,6 +86,16 @@ outbox_status obx_ledger_claim(struct obx_ledger *ledger, const char *handler,
                                outbox_error *err);
 
 /*
+ * As obx_ledger_claim, but the RUN claims are written straight as done:
+ * the fast path of a transactional batch, which commits only if every
+ * handler returned DONE and is rolled back otherwise. Needs an open
+ * transaction (OUTBOX_ENOTXN without one); no mark_done follows.
+ */
+outbox_status obx_ledger_claim_as_done(struct obx_ledger *ledger, const char *handler,
+                                       const struct obx_ledger_event *events, size_t count,
+                                       int lock_wait_ms, struct obx_claim *out, outbox_error *err);
+
+/*
  * Marks done the claims in `claims` whose state is RUN (others are
  * skipped), guarded by owner token. `*marked` receives how many rows
  * changed: fewer than asked means a claim was taken over meanwhile.
@@ -147,6 +157,17 @@ outbox_status obx_ledger_run_sql(struct obx_ledger *ledger, const char *statemen
  * handler must not begin, commit, roll back or close it.
  */
 PGconn *obx_ledger_connection(struct obx_ledger *ledger);
+
+/*
+ * Handler statements are parsed and planned once per connection, not per
+ * event. Gives the statement name for `key` (a statement text whose
+ * address stays valid while the ledger lives) in `name`, and returns 1 if
+ * it still has to be prepared on the current connection, 0 if it is, or
+ * -1 out of memory (run it unnamed). Say what became of a prepare, or of a
+ * statement the server forgot (a pooler's DISCARD), with ..._prepared.
+ */
+int obx_ledger_statement_name(struct obx_ledger *ledger, const void *key, char name[32]);
+void obx_ledger_statement_prepared(struct obx_ledger *ledger, const void *key, int ready);
 
 /* Deletes up to `limit` ledger rows finished more than `retention_seconds` ago. */
 outbox_status obx_ledger_prune(struct obx_ledger *ledger, long long retention_seconds, int limit,

@@ -164,13 +164,13 @@ claim_check(const char *handler, int lease_seconds, int lock_wait_ms, outbox_err
     return check_handler(handler, err);
 }
 
-outbox_status
-obx_ledger_claim(struct obx_ledger *ledger, const char *handler,
-                 const struct obx_ledger_event *events, size_t count, int lease_seconds,
-                 int lock_wait_ms, struct obx_claim *out, outbox_error *err)
+static outbox_status
+claim(struct obx_ledger *ledger, const char *handler, const struct obx_ledger_event *events,
+      size_t count, int lease_seconds, int lock_wait_ms, int as_done, struct obx_claim *out,
+      outbox_error *err)
 {
     char lease_text[16], wait_text[16];
-    const char *params[] = {handler, NULL, lease_text, wait_text};
+    const char *params[] = {handler, NULL, lease_text, wait_text, as_done ? "true" : "false"};
     struct obx_buf ids;
     PGresult *res = NULL;
     outbox_status status;
@@ -192,7 +192,7 @@ obx_ledger_claim(struct obx_ledger *ledger, const char *handler,
     snprintf(lease_text, sizeof(lease_text), "%d", lease_seconds);
     snprintf(wait_text, sizeof(wait_text), "%d", lock_wait_ms);
     params[1] = ids.data;
-    res = obx_ledger_exec(ledger, OBX_LEDGER_CLAIM, params, 4);
+    res = obx_ledger_exec(ledger, OBX_LEDGER_CLAIM, params, 5);
     status = obx_ledger_check(ledger, res, "claim", err);
     if (status == OUTBOX_OK) {
         status = claims_take(res, count, out, err);
@@ -201,6 +201,27 @@ done:
     PQclear(res);
     obx_buf_fini(&ids);
     return status;
+}
+
+outbox_status
+obx_ledger_claim(struct obx_ledger *ledger, const char *handler,
+                 const struct obx_ledger_event *events, size_t count, int lease_seconds,
+                 int lock_wait_ms, struct obx_claim *out, outbox_error *err)
+{
+    return claim(ledger, handler, events, count, lease_seconds, lock_wait_ms, 0, out, err);
+}
+
+outbox_status
+obx_ledger_claim_as_done(struct obx_ledger *ledger, const char *handler,
+                         const struct obx_ledger_event *events, size_t count, int lock_wait_ms,
+                         struct obx_claim *out, outbox_error *err)
+{
+    /* Outside a transaction the rows would commit as done before any handler ran. */
+    if (ledger->conn != NULL && PQstatus(ledger->conn) == CONNECTION_OK &&
+        PQtransactionStatus(ledger->conn) != PQTRANS_INTRANS) {
+        return obx_fail(err, OUTBOX_ENOTXN, "claim as done: no transaction is open");
+    }
+    return claim(ledger, handler, events, count, 1, lock_wait_ms, 1, out, err);
 }
 
 /* `{…}` literals of the RUN claims' ids and tokens; `*runs` counts them. */

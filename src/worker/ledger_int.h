@@ -22,10 +22,18 @@ enum obx_ledger_sql {
     OBX_LEDGER_SQL_COUNT
 };
 
+/* A handler statement known to this ledger; its name is obx_handler_<index>. */
+struct obx_prepared {
+    const void *key; /* the statement text's address */
+    int ready;       /* prepared on the current connection */
+};
+
 struct obx_ledger {
     PGconn *conn;                    /* NULL while disconnected */
     struct obx_pg_target target;     /* where to (re)connect */
     char *sql[OBX_LEDGER_SQL_COUNT]; /* owned, rendered for the schema */
+    struct obx_prepared *prepared;   /* owned */
+    size_t prepared_count;
 };
 
 /* OUTBOX_EUNAVAILABLE unless the ledger holds a live connection. */

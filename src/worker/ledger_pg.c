@@ -73,6 +73,7 @@ obx_ledger_close(struct obx_ledger *ledger)
         return;
     }
     PQfinish(ledger->conn);
+    free(ledger->prepared);
     obx_sql_free_set(ledger->sql, OBX_LEDGER_SQL_COUNT);
     obx_pg_target_fini(&ledger->target);
     free(ledger);
@@ -109,6 +110,10 @@ outbox_status
 obx_ledger_reconnect(struct obx_ledger *ledger, outbox_error *err)
 {
     obx_error_reset(err);
+    /* A new session knows none of the old one's prepared statements. */
+    for (size_t i = 0; i < ledger->prepared_count; i++) {
+        ledger->prepared[i].ready = 0;
+    }
     return obx_pg_target_connect(&ledger->target, &ledger->conn, err);
 }
 
@@ -302,4 +307,50 @@ PGconn *
 obx_ledger_connection(struct obx_ledger *ledger)
 {
     return ledger->conn;
+}
+
+/* The slot of `key`, added when new; NULL out of memory. */
+static struct obx_prepared *
+prepared_slot(struct obx_ledger *ledger, const void *key, size_t *index)
+{
+    struct obx_prepared *grown;
+
+    for (size_t i = 0; i < ledger->prepared_count; i++) {
+        if (ledger->prepared[i].key == key) {
+            *index = i;
+            return &ledger->prepared[i];
+        }
+    }
+    grown = realloc(ledger->prepared, (ledger->prepared_count + 1) * sizeof(*grown));
+    if (grown == NULL) {
+        return NULL;
+    }
+    ledger->prepared = grown;
+    *index = ledger->prepared_count++;
+    grown[*index] = (struct obx_prepared){.key = key, .ready = 0};
+    return &grown[*index];
+}
+
+int
+obx_ledger_statement_name(struct obx_ledger *ledger, const void *key, char name[32])
+{
+    size_t index;
+    struct obx_prepared *p = prepared_slot(ledger, key, &index);
+
+    if (p == NULL) {
+        return -1;
+    }
+    snprintf(name, 32, "obx_handler_%zu", index);
+    return !p->ready;
+}
+
+void
+obx_ledger_statement_prepared(struct obx_ledger *ledger, const void *key, int ready)
+{
+    size_t index;
+    struct obx_prepared *p = prepared_slot(ledger, key, &index);
+
+    if (p != NULL) {
+        p->ready = ready;
+    }
 }

@@ -9,6 +9,10 @@
  * event. The pipeline runs inside the open transaction, so a failing
  * statement aborts it; the ones after it are reported as not run (RETRY),
  * and the consumer redoes the batch event by event.
+ *
+ * The statement is prepared once per ledger connection (the first pipeline
+ * on it carries the prepare): parsing and planning it for every event cost
+ * the database more than running it.
  */
 #include <string.h>
 
@@ -77,14 +81,49 @@ drain_to_sync(PGconn *conn)
     }
 }
 
-/* Reads one result per statement, then the sync's. */
-static void
-read_results(PGconn *conn, size_t count, outbox_handler_result *results, outbox_error *errs)
+/* PostgreSQL forgot the prepared statement (a pooler's DISCARD ALL, say). */
+static int
+statement_forgotten(const PGresult *res)
 {
+    const char *sqlstate = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+
+    return sqlstate != NULL && strcmp(sqlstate, "26000") == 0;
+}
+
+/*
+ * Reads the prepare's result (when one was sent), one result per
+ * statement, then the sync's. A failed prepare (a statement that does not
+ * parse, a missing table) is every event's outcome: the executions after
+ * it did not run.
+ */
+static void
+read_results(struct obx_ledger *ledger, const char *statement, int prepared_now, size_t count,
+             outbox_handler_result *results, outbox_error *errs)
+{
+    PGconn *conn = obx_ledger_connection(ledger);
+    outbox_handler_result prepare_result = OUTBOX_HANDLER_DONE;
+    outbox_error prepare_err = {0};
+
+    if (prepared_now) {
+        PGresult *res = PQgetResult(conn);
+
+        prepare_result = res ? classify(conn, res, &prepare_err) : OUTBOX_HANDLER_RETRY;
+        obx_ledger_statement_prepared(ledger, statement, prepare_result == OUTBOX_HANDLER_DONE);
+        PQclear(res);
+        PQclear(PQgetResult(conn));
+    }
     for (size_t i = 0; i < count; i++) {
         PGresult *res = PQgetResult(conn);
 
         results[i] = res ? classify(conn, res, &errs[i]) : OUTBOX_HANDLER_RETRY;
+        if (res != NULL && statement_forgotten(res)) {
+            obx_ledger_statement_prepared(ledger, statement, 0);
+            results[i] = OUTBOX_HANDLER_RETRY; /* prepared again next time; nothing spent */
+        }
+        if (prepare_result != OUTBOX_HANDLER_DONE) {
+            results[i] = prepare_result;
+            errs[i] = prepare_err;
+        }
         PQclear(res);
         PQclear(PQgetResult(conn)); /* the NULL that ends this statement's results */
     }
@@ -92,19 +131,28 @@ read_results(PGconn *conn, size_t count, outbox_handler_result *results, outbox_
 }
 
 void
-obx_sql_handler_run(const char *statement, PGconn *conn, const outbox_delivery *const *d,
-                    size_t count, outbox_handler_result *results, outbox_error *errs)
+obx_sql_handler_run(struct obx_ledger *ledger, const char *statement,
+                    const outbox_delivery *const *d, size_t count, outbox_handler_result *results,
+                    outbox_error *errs)
 {
     const Oid types[] = {JSONB_OID};
+    PGconn *conn = obx_ledger_connection(ledger);
+    char name[32];
+    int need_prepare = obx_ledger_statement_name(ledger, statement, name);
     int sent = PQenterPipelineMode(conn);
 
+    if (sent && need_prepare == 1) {
+        sent = PQsendPrepare(conn, name, statement, 1, types);
+    }
     for (size_t i = 0; sent && i < count; i++) {
         const char *params[] = {outbox_delivery_envelope(d[i], NULL)};
 
-        sent = PQsendQueryParams(conn, statement, 1, types, params, NULL, NULL, 0);
+        sent = need_prepare < 0
+                   ? PQsendQueryParams(conn, statement, 1, types, params, NULL, NULL, 0)
+                   : PQsendQueryPrepared(conn, name, 1, params, NULL, NULL, 0);
     }
     if (sent && PQpipelineSync(conn)) {
-        read_results(conn, count, results, errs);
+        read_results(ledger, statement, need_prepare == 1, count, results, errs);
     } else {
         fail_all(count, results, errs, conn);
         /* Statements queued before the failure still answer: read them off, or the

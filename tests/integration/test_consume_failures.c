@@ -90,7 +90,9 @@ expect_retry_on_schedule(const char *handler, const char *event_id, int k, int b
              "SELECT round(extract(epoch FROM c.at - f.next_attempt_at) * 1000)::bigint "
              "FROM public.ledger_log f, LATERAL (SELECT at FROM public.ledger_log c "
              "WHERE c.handler = f.handler AND c.event_id = f.event_id AND c.seq > f.seq "
-             "AND c.owner_token IS NOT NULL ORDER BY c.seq LIMIT 1) c "
+             /* The next claim: to run (a token), or straight to done (the fast path). */
+             "AND (c.owner_token IS NOT NULL OR (c.status = 'done' AND c.old_owner_token IS NULL)) "
+             "ORDER BY c.seq LIMIT 1) c "
              "WHERE f.handler = '%s' AND f.event_id = '%s' AND f.attempts = %d "
              "AND f.owner_token IS NULL ORDER BY f.seq LIMIT 1",
              handler, event_id, k);

@@ -152,3 +152,80 @@ Test(consume_tx_handler, done_after_a_failed_statement_is_a_failure_and_blocks_n
                                          "(o.envelope->'payload'->>'n')::int % 2 = 0"),
                  EVENTS / 2, "every even event's effect committed once");
 }
+
+/* Events the ledger holds as handled by `handler`. */
+static long long
+ledger_done(const char *handler)
+{
+    return consume_test_ll(conn,
+                           "SELECT count(*) FROM outbox.processed_events "
+                           "WHERE handler = $1 AND status = 'done'",
+                           handler);
+}
+
+static void
+start_sql(struct running *r, const char *name, const char *statement, int max_attempts)
+{
+    outbox_consumer_options opts;
+    outbox_error err = {0};
+
+    outbox_consumer_options_init(&opts);
+    opts.database_url = harness_db_url();
+    opts.bus = OUTBOX_BUS_DB;
+    opts.max_attempts = max_attempts;
+    opts.backoff_base_ms = 100;
+    opts.batch_size = 10;
+    cr_assert_eq(outbox_consumer_new(&opts, &r->c, &err), OUTBOX_OK, "%s", err.message);
+    cr_assert_eq(outbox_consumer_add_sql_handler(r->c, name, NULL, statement, &err), OUTBOX_OK,
+                 "%s", err.message);
+    cr_assert_eq(pthread_create(&r->thread, NULL, run, r), 0);
+}
+
+/*
+ * SQL handler statements are prepared once per connection. A prepare that
+ * fails (here: its table does not exist yet) is each event's failure, with
+ * the server's reason, and is tried again on the next delivery: once the
+ * table exists every event is handled, exactly once.
+ */
+Test(consume_tx_handler, a_sql_handler_that_cannot_be_prepared_fails_until_it_can)
+{
+    enum { EVENTS = 20 };
+    struct running r;
+
+    relay_test_enqueue(conn, EVENTS);
+    start_sql(&r, "late", "INSERT INTO public.late_effects (event_id) VALUES (($1->>'id')::uuid)",
+              1000);
+    HARNESS_WAIT_UNTIL(harness_scalar_ll(conn, "SELECT count(*) FROM outbox.processed_events "
+                                               "WHERE handler = 'late' AND attempts >= 1 AND "
+                                               "last_error LIKE '%late_effects%does not exist%'") ==
+                           EVENTS,
+                       30000);
+    harness_exec(conn, "CREATE TABLE public.late_effects (event_id uuid NOT NULL)");
+    HARNESS_WAIT_UNTIL(ledger_done("late") == EVENTS, 30000);
+    stop(&r);
+    cr_assert_eq(harness_scalar_ll(conn, "SELECT count(*) - count(DISTINCT event_id) "
+                                         "FROM public.late_effects"),
+                 0);
+    cr_assert_eq(harness_scalar_ll(conn, "SELECT count(*) FROM public.late_effects"), EVENTS);
+}
+
+/*
+ * A session that forgets its prepared statements (a pooler's DISCARD ALL
+ * does this; here the handler's own statement deallocates them) costs
+ * the events nothing: "prepared statement does not exist" is not the
+ * handler's failure, and the statement is prepared again.
+ */
+Test(consume_tx_handler, a_forgotten_prepared_statement_is_prepared_again_at_no_cost)
+{
+    enum { EVENTS = 20 };
+    struct running r;
+
+    relay_test_enqueue(conn, EVENTS);
+    start_sql(&r, "forgetful", "DEALLOCATE ALL", 2);
+    HARNESS_WAIT_UNTIL(ledger_done("forgetful") == EVENTS, 30000);
+    stop(&r);
+    cr_assert_eq(harness_scalar_ll(conn, "SELECT count(*) FROM outbox.processed_events "
+                                         "WHERE handler = 'forgetful' AND attempts > 0"),
+                 0, "a forgotten statement spent attempts");
+    cr_assert_eq(harness_scalar_ll(conn, "SELECT count(*) FROM outbox.dead_letters"), 0);
+}

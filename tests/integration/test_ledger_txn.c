@@ -357,3 +357,52 @@ Test(ledger_txn, a_lost_connection_is_unavailable_until_reconnected)
     obx_ledger_close(ledger);
     helper_events_free(&ev);
 }
+
+/*
+ * The transactional fast path claims straight as done: only inside a
+ * transaction; undone by a rollback; seen as held by a concurrent claimer
+ * until commit, then as done; and a claim that had failed before is taken
+ * over as done with its attempts kept.
+ */
+Test(ledger_txn, a_claim_written_as_done_lives_and_dies_with_its_transaction)
+{
+    struct helper_events ev = helper_events_new(conn, 2);
+    struct obx_ledger *ledger = helper_ledger_open("ledger-fast");
+    struct obx_ledger *other = helper_ledger_open("ledger-other");
+    struct obx_claim got[2], first;
+    struct obx_failure_result fr;
+    outbox_error err;
+
+    cr_assert_eq(obx_ledger_claim_as_done(ledger, "projector", ev.events, 2, 0, got, &err),
+                 OUTBOX_ENOTXN, "outside a transaction the rows would be done before any run");
+    cr_assert_eq(helper_count(conn, "processed_events", "true"), 0);
+
+    LEDGER_OK(obx_ledger_begin(ledger, &err));
+    LEDGER_OK(obx_ledger_claim_as_done(ledger, "projector", ev.events, 2, 0, got, &err));
+    cr_assert(got[0].state == OBX_CLAIM_RUN && got[1].state == OBX_CLAIM_RUN);
+    obx_ledger_rollback(ledger);
+    cr_assert_eq(helper_count(conn, "processed_events", "true"), 0, "a rollback leaves nothing");
+
+    /* Event 1 failed once before: a claim to run, then a recorded failure. */
+    first = helper_claim_one(other, "projector", &ev.events[1], 30);
+    fr = helper_fail(other, "projector", &ev.events[1], &first, "broken", 5);
+    cr_assert(fr.applied && fr.attempts == 1);
+    harness_exec(conn, "UPDATE outbox.processed_events SET next_attempt_at = now()");
+
+    LEDGER_OK(obx_ledger_begin(ledger, &err));
+    LEDGER_OK(obx_ledger_claim_as_done(ledger, "projector", ev.events, 2, 200, got, &err));
+    cr_assert(got[0].state == OBX_CLAIM_RUN && got[1].state == OBX_CLAIM_RUN);
+    cr_assert_eq(got[1].attempts, 1, "the failure before is still counted");
+    cr_assert_eq(helper_claim_one(other, "projector", &ev.events[0], 30).state, OBX_CLAIM_BUSY,
+                 "an uncommitted claim is held, whatever it is written as");
+    LEDGER_OK(obx_ledger_commit(ledger, &err));
+    cr_assert_eq(helper_count(conn, "processed_events",
+                              "status = 'done' AND finished_at IS NOT NULL AND owner_token IS "
+                              "NULL AND claimed_until IS NULL"),
+                 2);
+    cr_assert_eq(helper_row_ll(conn, "attempts", ev.ids[1], "projector"), 1);
+    cr_assert_eq(helper_claim_one(other, "projector", &ev.events[0], 30).state, OBX_CLAIM_DONE);
+    obx_ledger_close(other);
+    obx_ledger_close(ledger);
+    helper_events_free(&ev);
+}
