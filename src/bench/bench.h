@@ -35,7 +35,12 @@ struct obx_bench_relay_case {
     char prefix[32];
     double seconds;       /* filled: from the first lease to the last finish */
     long long duplicates; /* filled: acks flagged duplicate */
+    long long finished;   /* filled: rows published, dead or invalid */
+    int complete;         /* filled: 0 when the time limit ran out first */
 };
+
+/* The most interleaved rounds `--rounds` takes (enqueue keeps every sample). */
+enum { OBX_BENCH_MAX_ROUNDS = 16 };
 
 /* Prints `line` (taking the reference) as one compact JSON line. */
 void obx_bench_emit(json_t *line);
@@ -103,6 +108,21 @@ void obx_bench_workers_stop(struct obx_bench_workers *ws);
 /* Counters summed over the relays (the consumers). */
 void obx_bench_relay_totals(struct obx_bench_workers *ws, outbox_relay_stats *sum);
 void obx_bench_consumer_totals(struct obx_bench_workers *ws, outbox_consumer_stats *sum);
+
+/* How far the workers got: `*started` > 0 once they took work, `*done` events finished. */
+typedef void (*obx_bench_progress_fn)(struct obx_bench_workers *ws, long long *started,
+                                      long long *done);
+
+/* A timed case: events finished, and seconds from the first work taken to the last. */
+struct obx_bench_run {
+    long long done;
+    double seconds;
+    int complete; /* 0: the 300 s limit ran out first */
+};
+
+/* Polls until `target` events are finished or 300 s have passed. */
+struct obx_bench_run obx_bench_run_until(struct obx_bench_workers *ws, long long target,
+                                         obx_bench_progress_fn progress);
 
 /* ---- benches ---- */
 

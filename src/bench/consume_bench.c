@@ -19,10 +19,23 @@
 struct consume_case {
     outbox_bus_kind bus;
     int replicas;
+    int batch; /* fetch / lease size, at most 1000 */
     const char *stream, *prefix;
     long long events;
-    double seconds; /* filled: first fetch to last handled */
+    double seconds;     /* filled: first fetch to last handled */
+    long long finished; /* filled: events handled */
+    int complete;       /* filled: 0 when the time limit ran out first */
 };
+
+static void
+consumer_progress(struct obx_bench_workers *ws, long long *started, long long *done)
+{
+    outbox_consumer_stats s;
+
+    obx_bench_consumer_totals(ws, &s);
+    *started = (long long)s.fetched;
+    *done = (long long)s.handled;
+}
 
 /* From the first fetch until every event is handled; returns events/s. */
 static double
@@ -30,8 +43,7 @@ run_consumers(const struct obx_bench_env *env, struct consume_case *c)
 {
     struct obx_bench_workers ws = {0};
     outbox_consumer_options o;
-    outbox_consumer_stats s;
-    double start = 0, deadline = obx_bench_now() + 300;
+    struct obx_bench_run run;
 
     outbox_consumer_options_init(&o);
     o.database_url = env->database_url;
@@ -40,19 +52,15 @@ run_consumers(const struct obx_bench_env *env, struct consume_case *c)
     o.stream = c->stream;
     o.subject_prefix = c->prefix;
     o.consumer_name = "bench";
-    o.batch_size = env->batch > 1000 ? 1000 : env->batch;
+    o.batch_size = c->batch;
     o.poll_max_ms = 200;
     obx_bench_consumers_start(&ws, &o, c->replicas, obx_bench_handler_sql);
-    do {
-        obx_bench_pace(obx_bench_now(), start > 0 ? 0.005 : 0.001);
-        obx_bench_consumer_totals(&ws, &s);
-        if (start == 0 && s.fetched > 0) {
-            start = obx_bench_now();
-        }
-    } while ((long long)s.handled < c->events && obx_bench_now() < deadline);
-    c->seconds = obx_bench_now() - start;
+    run = obx_bench_run_until(&ws, c->events, consumer_progress);
+    c->seconds = run.seconds;
+    c->finished = run.done;
+    c->complete = run.complete;
     obx_bench_workers_stop(&ws);
-    return (double)s.handled / c->seconds;
+    return run.seconds > 0 ? (double)run.done / run.seconds : 0;
 }
 
 /* Loads the outbox and publishes it all with a relay (not timed). */
@@ -73,10 +81,11 @@ publish_all(const struct obx_bench_env *env, PGconn *conn, struct consume_case *
 static void
 emit(const struct consume_case *c, const char *name, double rate, double raw, long long dups)
 {
-    json_t *line =
-        json_pack("{s:s, s:s, s:i, s:I, s:f, s:f, s:I, s:s}", "bench", "consume", "case", name,
-                  "replicas", c->replicas, "events", (json_int_t)c->events, "events_per_s", rate,
-                  "seconds", c->seconds, "effects_duplicated", (json_int_t)dups, "handler", "sql");
+    json_t *line = json_pack("{s:s, s:s, s:i, s:i, s:I, s:f, s:f, s:I, s:s, s:I, s:b}", "bench",
+                             "consume", "case", name, "replicas", c->replicas, "batch", c->batch,
+                             "events", (json_int_t)c->events, "events_per_s", rate, "seconds",
+                             c->seconds, "effects_duplicated", (json_int_t)dups, "handler", "sql",
+                             "finished", (json_int_t)c->finished, "complete", c->complete);
 
     if (raw > 0) {
         json_object_set_new(line, "ratio_to_raw", json_real(rate / raw));
@@ -96,6 +105,7 @@ jetstream_cases(const struct obx_bench_env *env, PGconn *conn)
                                  .replicas = replicas[i],
                                  .stream = "BENCH_CONSUME",
                                  .prefix = "benchcons",
+                                 .batch = env->batch > 1000 ? 1000 : env->batch,
                                  .events = env->events};
         double rate;
 
@@ -123,6 +133,7 @@ db_cases(const struct obx_bench_env *env, PGconn *conn)
         struct consume_case c = {.bus = OUTBOX_BUS_DB,
                                  .replicas = replicas[i],
                                  .events = env->events,
+                                 .batch = env->batch > 1000 ? 1000 : env->batch,
                                  .stream = "-",
                                  .prefix = "events"};
         double rate;

@@ -195,8 +195,9 @@ int
 obx_bench_enqueue(const struct obx_bench_env *env)
 {
     struct bench_state s = {0};
-    double tx[CASES][16], ev[CASES][16], tx_med[CASES], ev_med[CASES];
-    int rounds = env->rounds > 16 ? 16 : env->rounds;
+    double tx[CASES][OBX_BENCH_MAX_ROUNDS], ev[CASES][OBX_BENCH_MAX_ROUNDS];
+    double tx_med[CASES], ev_med[CASES];
+    int rounds = env->rounds; /* 1..OBX_BENCH_MAX_ROUNDS, checked by main */
 
     s.conn = obx_bench_connect(env);
     setup(s.conn);

@@ -20,7 +20,7 @@ usage(FILE *out)
 {
     fputs("usage: outbox-bench <enqueue|relay|consume> [options]\n"
           "  --seconds S          measuring time per case and round (default 3)\n"
-          "  --rounds N           interleaved rounds, median reported (enqueue; default 3)\n"
+          "  --rounds N           interleaved rounds, median reported (enqueue; 1..16, default 3)\n"
           "  --events N           events per relay case (default 50000)\n"
           "  --batch N            relay lease batch (default 500)\n"
           "  --sustain-seconds S  sustained-load writers run this long (default 30)\n"
@@ -51,8 +51,9 @@ parse_args(int argc, char **argv, struct obx_bench_env *env)
         }
         i++;
     }
-    return env->seconds > 0 && env->rounds > 0 && env->events > 0 && env->batch > 0 &&
-                   env->batch <= 10000 && env->sustain_seconds > 0
+    return env->seconds > 0 && env->rounds > 0 && env->rounds <= OBX_BENCH_MAX_ROUNDS &&
+                   env->events > 0 && env->batch > 0 && env->batch <= 10000 &&
+                   env->sustain_seconds > 0
                ? 0
                : -1;
 }

@@ -23,9 +23,20 @@
 
 enum { WINDOW = 1024 };
 
+static void
+relay_progress(struct obx_bench_workers *ws, long long *started, long long *done)
+{
+    outbox_relay_stats s;
+
+    obx_bench_relay_totals(ws, &s);
+    *started = (long long)s.leased;
+    *done = (long long)(s.published + s.dead + s.invalid);
+}
+
 /*
  * Runs one case on a preloaded outbox: the clock starts when the first row
- * is leased and stops when every row is finished.
+ * is leased and stops when every row is finished (or the limit runs out:
+ * then the rate is of what was finished, and `complete` says so).
  */
 double
 obx_bench_relay_case(const struct obx_bench_env *env, struct obx_bench_relay_case *c)
@@ -33,7 +44,7 @@ obx_bench_relay_case(const struct obx_bench_env *env, struct obx_bench_relay_cas
     struct obx_bench_workers ws = {0};
     outbox_relay_options o;
     outbox_relay_stats s;
-    double start = 0, deadline = obx_bench_now() + 300;
+    struct obx_bench_run run;
 
     outbox_relay_options_init(&o);
     o.database_url = env->database_url;
@@ -44,18 +55,14 @@ obx_bench_relay_case(const struct obx_bench_env *env, struct obx_bench_relay_cas
     o.batch_size = c->batch;
     o.max_in_flight = WINDOW;
     obx_bench_relays_start(&ws, &o, c->replicas);
-    do {
-        obx_bench_pace(obx_bench_now(), start > 0 ? 0.005 : 0.001);
-        obx_bench_relay_totals(&ws, &s);
-        if (start == 0 && s.leased > 0) {
-            start = obx_bench_now();
-        }
-    } while ((long long)(s.published + s.dead + s.invalid) < c->events &&
-             obx_bench_now() < deadline);
-    c->seconds = obx_bench_now() - start;
+    run = obx_bench_run_until(&ws, c->events, relay_progress);
+    obx_bench_relay_totals(&ws, &s);
+    c->seconds = run.seconds;
+    c->finished = run.done;
+    c->complete = run.complete;
     c->duplicates = (long long)s.duplicates;
     obx_bench_workers_stop(&ws);
-    return (double)c->events / c->seconds;
+    return run.seconds > 0 ? (double)run.done / run.seconds : 0;
 }
 
 static double
@@ -87,12 +94,12 @@ published_body_bytes(PGconn *conn)
 static void
 emit_case(const struct obx_bench_relay_case *c, double rate, double raw, long long stream_msgs)
 {
-    obx_bench_emit(json_pack("{s:s, s:s, s:s, s:i, s:i, s:I, s:f, s:f, s:I, s:I, s:f}", "bench",
-                             "relay", "case", "relay", "mode", c->prune ? "prune" : "mark",
-                             "replicas", c->replicas, "batch", c->batch, "events",
-                             (json_int_t)c->events, "events_per_s", rate, "ratio_to_raw",
-                             rate / raw, "stream_msgs", (json_int_t)stream_msgs, "duplicates_acked",
-                             (json_int_t)c->duplicates, "seconds", c->seconds));
+    obx_bench_emit(json_pack(
+        "{s:s, s:s, s:s, s:i, s:i, s:I, s:f, s:f, s:I, s:I, s:f, s:I, s:b}", "bench", "relay",
+        "case", "relay", "mode", c->prune ? "prune" : "mark", "replicas", c->replicas, "batch",
+        c->batch, "events", (json_int_t)c->events, "events_per_s", rate, "ratio_to_raw", rate / raw,
+        "stream_msgs", (json_int_t)stream_msgs, "duplicates_acked", (json_int_t)c->duplicates,
+        "seconds", c->seconds, "finished", (json_int_t)c->finished, "complete", c->complete));
 }
 
 /* One relay case on a fresh stream and a freshly loaded outbox; returns its rate. */

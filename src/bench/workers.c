@@ -142,3 +142,22 @@ obx_bench_consumer_totals(struct obx_bench_workers *ws, outbox_consumer_stats *s
         sum->failed += s.failed;
     }
 }
+
+struct obx_bench_run
+obx_bench_run_until(struct obx_bench_workers *ws, long long target, obx_bench_progress_fn progress)
+{
+    struct obx_bench_run run = {0};
+    double start = 0, deadline = obx_bench_now() + 300;
+    long long started = 0;
+
+    do {
+        obx_bench_pace(obx_bench_now(), start > 0 ? 0.005 : 0.001);
+        progress(ws, &started, &run.done);
+        if (start == 0 && started > 0) {
+            start = obx_bench_now();
+        }
+    } while (run.done < target && obx_bench_now() < deadline);
+    run.seconds = start > 0 ? obx_bench_now() - start : 0;
+    run.complete = run.done >= target;
+    return run;
+}

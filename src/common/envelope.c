@@ -217,11 +217,28 @@ tree_fields(json_t *doc, struct obx_envelope_slices *f, outbox_error *err)
     return st;
 }
 
+/* Copies the fields out and checks them; `*out` is written only on success. */
+static outbox_status
+take_fields(const struct obx_envelope_slices *fields, struct obx_envelope *out, outbox_error *err)
+{
+    struct obx_envelope env = {0};
+    outbox_status status = keep_fields(&env, fields, err);
+
+    if (status == OUTBOX_OK) {
+        status = check_fields(&env, err);
+    }
+    if (status != OUTBOX_OK) {
+        obx_envelope_fini(&env);
+        return status;
+    }
+    *out = env;
+    return OUTBOX_OK;
+}
+
 outbox_status
 obx_envelope_parse_tree(const char *json, size_t len, size_t max_bytes, struct obx_envelope *out,
                         outbox_error *err)
 {
-    struct obx_envelope env = {0};
     struct obx_envelope_slices fields;
     json_error_t jerr;
     json_t *doc;
@@ -243,41 +260,22 @@ obx_envelope_parse_tree(const char *json, size_t len, size_t max_bytes, struct o
         status = tree_fields(doc, &fields, err);
     }
     if (status == OUTBOX_OK) {
-        status = keep_fields(&env, &fields, err);
+        status = take_fields(&fields, out, err);
     }
     json_decref(doc);
-    if (status == OUTBOX_OK) {
-        status = check_fields(&env, err);
-    }
-    if (status != OUTBOX_OK) {
-        obx_envelope_fini(&env);
-        return status;
-    }
-    *out = env;
-    return OUTBOX_OK;
+    return status;
 }
 
 outbox_status
 obx_envelope_parse(const char *json, size_t len, size_t max_bytes, struct obx_envelope *out,
                    outbox_error *err)
 {
-    struct obx_envelope env = {0};
     struct obx_envelope_slices fields;
-    outbox_status status;
 
     if (len > max_bytes || !obx_envelope_scan(json, len, &fields)) {
         return obx_envelope_parse_tree(json, len, max_bytes, out, err);
     }
-    status = keep_fields(&env, &fields, err);
-    if (status == OUTBOX_OK) {
-        status = check_fields(&env, err);
-    }
-    if (status != OUTBOX_OK) {
-        obx_envelope_fini(&env);
-        return status;
-    }
-    *out = env;
-    return OUTBOX_OK;
+    return take_fields(&fields, out, err);
 }
 
 void

@@ -90,7 +90,8 @@ obx_ledger_open(const struct obx_store_options *opts, struct obx_ledger **out, o
     if (ledger == NULL) {
         return obx_fail(err, OUTBOX_ENOMEM, "open ledger: out of memory");
     }
-    status = obx_pg_target_init(&ledger->target, opts->conninfo, opts->application_name, err);
+    status = obx_pg_target_init(&ledger->target, opts->conninfo, opts->application_name,
+                                opts->schema, err);
     if (status == OUTBOX_OK) {
         status =
             obx_sql_render_set(opts->schema, sql_templates, OBX_LEDGER_SQL_COUNT, ledger->sql, err);

@@ -9,6 +9,8 @@
 
 #include <libpq-fe.h>
 
+#include "sql.h"
+
 #include "outbox/outbox.h"
 
 /*
@@ -28,14 +30,26 @@ outbox_status obx_pg_connect(const char *conninfo, const char *application_name,
 struct obx_pg_target {
     char *conninfo;         /* owned; never put into a message: it may hold a password */
     char *application_name; /* owned; NULL for libpq's default */
+    char quoted_schema[OBX_SCHEMA_QUOTED_CAP]; /* the outbox schema, quoted, with its dot */
+    char schema[OBX_SCHEMA_MAX_LEN + 1];
 };
 
-/* Copies both strings; OUTBOX_EINVAL without a conninfo, OUTBOX_ENOMEM. */
+/*
+ * Copies the strings; OUTBOX_EINVAL without a conninfo or for a bad
+ * schema name, OUTBOX_ENOMEM.
+ */
 outbox_status obx_pg_target_init(struct obx_pg_target *t, const char *conninfo,
-                                 const char *application_name, outbox_error *err);
+                                 const char *application_name, const char *schema,
+                                 outbox_error *err);
 void obx_pg_target_fini(struct obx_pg_target *t);
 
-/* obx_pg_connect() to `t`; a connection already in `*conn` is closed first. */
+/*
+ * obx_pg_connect() to `t`, then checks that the schema has every migration
+ * this build needs; a connection already in `*conn` is closed first. An
+ * unmigrated or older schema is OUTBOX_EUNAVAILABLE, so a worker started
+ * before `outboxctl migrate` waits for it (saying so) instead of failing
+ * every statement.
+ */
 outbox_status obx_pg_target_connect(const struct obx_pg_target *t, PGconn **conn,
                                     outbox_error *err);
 

@@ -8,6 +8,7 @@
  */
 #include "pg_conn.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -141,12 +142,16 @@ obx_pg_connect(const char *conninfo, const char *application_name, PGconn **out,
 
 outbox_status
 obx_pg_target_init(struct obx_pg_target *t, const char *conninfo, const char *application_name,
-                   outbox_error *err)
+                   const char *schema, outbox_error *err)
 {
     memset(t, 0, sizeof(*t));
     if (conninfo == NULL) {
         return obx_fail(err, OUTBOX_EINVAL, "conninfo is required");
     }
+    if (obx_sql_quote_schema(schema, t->quoted_schema, err) != OUTBOX_OK) {
+        return OUTBOX_EINVAL;
+    }
+    snprintf(t->schema, sizeof(t->schema), "%s", schema);
     t->conninfo = strdup(conninfo);
     t->application_name = application_name ? strdup(application_name) : NULL;
     if (t->conninfo == NULL || (application_name != NULL && t->application_name == NULL)) {
@@ -164,10 +169,50 @@ obx_pg_target_fini(struct obx_pg_target *t)
     memset(t, 0, sizeof(*t));
 }
 
+/* OUTBOX_EUNAVAILABLE, naming both versions, unless the schema has this build's migrations. */
+static outbox_status
+require_migrated(PGconn *conn, const struct obx_pg_target *t, outbox_error *err)
+{
+    int need = obx_migrations[obx_migration_count - 1].version, have = 0;
+    char *sql = obx_sql_render("SELECT coalesce(max(version), 0) FROM /*schema*/schema_migrations",
+                               t->quoted_schema);
+    PGresult *res;
+    const char *sqlstate;
+    outbox_status status = OUTBOX_OK;
+
+    if (sql == NULL) {
+        return obx_fail(err, OUTBOX_ENOMEM, "check the schema: out of memory");
+    }
+    res = PQexec(conn, sql);
+    free(sql);
+    sqlstate = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+    if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1) {
+        have = (int)strtol(PQgetvalue(res, 0, 0), NULL, 10);
+    } else if (sqlstate == NULL || (strcmp(sqlstate, "42P01") != 0 &&  /* no such table */
+                                    strcmp(sqlstate, "3F000") != 0)) { /* no such schema */
+        status = obx_fail_pg(err, conn, res, "check the schema's migrations");
+    }
+    PQclear(res);
+    if (status == OUTBOX_OK && have < need) {
+        status = obx_fail(err, OUTBOX_EUNAVAILABLE,
+                          "schema %s is at migration %d, this build needs %d: run `outboxctl "
+                          "migrate` with OUTBOX_SCHEMA=%s",
+                          t->schema, have, need, t->schema);
+    }
+    return status;
+}
+
 outbox_status
 obx_pg_target_connect(const struct obx_pg_target *t, PGconn **conn, outbox_error *err)
 {
+    outbox_status status;
+
     PQfinish(*conn);
     *conn = NULL;
-    return obx_pg_connect(t->conninfo, t->application_name, conn, err);
+    status = obx_pg_connect(t->conninfo, t->application_name, conn, err);
+    if (status == OUTBOX_OK && (status = require_migrated(*conn, t, err)) != OUTBOX_OK) {
+        PQfinish(*conn);
+        *conn = NULL;
+    }
+    return status;
 }

@@ -117,7 +117,8 @@ obx_store_open(const struct obx_store_options *opts, struct obx_store **out, out
         free(store);
         return obx_fail(err, OUTBOX_ENOMEM, "open store: out of memory");
     }
-    status = obx_pg_target_init(&store->target, opts->conninfo, opts->application_name, err);
+    status = obx_pg_target_init(&store->target, opts->conninfo, opts->application_name,
+                                opts->schema, err);
     if (status == OUTBOX_OK) {
         status =
             obx_sql_render_set(opts->schema, sql_templates, OBX_STORE_SQL_COUNT, store->sql, err);
