@@ -6,8 +6,9 @@
  * (OUTBOX_TEST_CRASH_AFTER_LEDGER_COMMIT=1). Consumers SIGKILLed again and
  * again while a writer commits and relays publish. PostgreSQL stopped
  * with -m immediate and started again under writer, relay and consumers.
- * Each time: every committed event handled, no handler's effect twice,
- * no attempt spent, no consumer restarted except the ones killed.
+ * FAULTS.md T12: random backends of writer, relay and consumers terminated
+ * (pg_terminate_backend) again and again. Each time: every committed event handled, no handler's
+ * effect twice, no attempt spent, no consumer restarted except the ones killed.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -243,6 +244,68 @@ Test(consumer_chaos, consumers_killed_again_and_again_while_writers_and_relays_r
 Test(consumer_chaos, consumers_killed_again_and_again_while_writers_run_on_the_db_backend)
 {
     consumers_killed_while_writers_run("db");
+}
+
+/* ---- FAULTS.md T12: backend terminations ------------------------------------------------- */
+
+/* Terminates one random client session of this test's database (not this one); 1 if it did. */
+static long long
+terminate_a_backend(void)
+{
+    return harness_scalar_ll(conn,
+                             "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) AS t "
+                             "FROM pg_stat_activity WHERE datname = current_database() "
+                             "AND pid <> pg_backend_pid() AND backend_type = 'client backend' "
+                             "ORDER BY random() LIMIT 1) AS k WHERE t");
+}
+
+static void
+backends_terminated_again_and_again(const char *bus)
+{
+    enum { EVENTS = 4000 };
+    struct harness_proc replicas[REPLICAS];
+    struct consume_group g;
+    struct writer_thread w;
+    long long terminated = 0, started;
+
+    consume_group_init(&g, bus, "TERM", NULL);
+    relay_env_set(&g.env, "OUTBOX_MAX_ATTEMPTS", "1"); /* one spent attempt dead-letters */
+    relay_env_set(&g.env, "OUTBOX_BATCH_SIZE", "50");
+    for (int i = 0; i < REPLICAS; i++) {
+        start_replica(&replicas[i], &g, i, 0);
+    }
+    start_writer(&w, EVENTS, 40, 40);
+    while (!atomic_load(&w.done)) {
+        /* Not waiting for a condition: the termination schedule of T12, shortened. */
+        harness_sleep_ms(random_ms(200, 500));
+        terminated += terminate_a_backend();
+    }
+    writer_thread_join(&w);
+    started = harness_now_ms();
+    HARNESS_WAIT_UNTIL(settled(&g, -1), 60000);
+    cr_log_info("%s: %lld sessions terminated, %d events committed, %d writer statements lost; "
+                "settled %lld ms after the writer finished",
+                bus, terminated, atomic_load(&w.committed), atomic_load(&w.failures),
+                harness_now_ms() - started);
+    cr_assert_geq(terminated, 5, "too few terminations to mean anything");
+    for (int i = 0; i < REPLICAS; i++) {
+        consume_test_assert_running(&replicas[i], "a consumer (terminations must not need it)");
+        consume_test_stop(&replicas[i], 10000);
+    }
+    cr_assert_geq(harness_scalar_ll(conn, "SELECT count(*) FROM public.committed"),
+                  atomic_load(&w.committed), "acknowledged commits were lost");
+    expect_each_handler_once();
+    consume_group_fini(&g); /* the group's relay must have ridden them out too: it exits 0 */
+}
+
+Test(consumer_chaos, backends_terminated_again_and_again_under_jetstream_consumers_and_relay)
+{
+    backends_terminated_again_and_again("jetstream");
+}
+
+Test(consumer_chaos, backends_terminated_again_and_again_under_db_backend_consumers)
+{
+    backends_terminated_again_and_again("db");
 }
 
 /* ---- PostgreSQL restarts ----------------------------------------------------------------- */
