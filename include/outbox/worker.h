@@ -82,6 +82,8 @@ typedef struct outbox_relay_options {
     long long stream_max_bytes;       /* default -1: unlimited */
     int duplicate_window_seconds;     /* default 3600 */
     const char *crash_on_event_type;  /* tests only: abort() on leasing this event type */
+    int crash_after_publish; /* tests only: abort() when the Nth batch with a first-time ack
+                                is acked, before its rows are finished; 0: never */
 } outbox_relay_options;
 
 OUTBOX_API void outbox_relay_options_init(outbox_relay_options *opts);

@@ -95,6 +95,8 @@ const struct obx_setting obx_settings[] = {
     STR("OUTBOX_NAME", name, NULL, "replica name in logs and server views; default host-pid"),
     STR("OUTBOX_TEST_CRASH_ON_EVENT_TYPE", test_crash_on_event_type, NULL,
         "tests only: the relay aborts when it leases an event of this type (crash-loop tests)"),
+    INT("OUTBOX_TEST_CRASH_AFTER_PUBLISH", test_crash_after_publish, "0", 0, 1000000,
+        "tests only: N makes a relay abort when its Nth new batch is acked, before finishing it"),
     INT("OUTBOX_TEST_CRASH_AFTER_LEDGER_COMMIT", test_crash_after_ledger_commit, "0", 0, 1,
         "tests only: 1 makes a consumer abort after a batch's ledger commit, before its acks"),
 };

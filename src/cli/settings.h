@@ -54,6 +54,7 @@ struct obx_config {
     long max_deliver;
     long handler_timeout_seconds;
     long test_crash_after_ledger_commit;
+    long test_crash_after_publish;
 };
 
 enum obx_setting_type { OBX_SETTING_STR, OBX_SETTING_INT, OBX_SETTING_CHOICE };

@@ -49,6 +49,7 @@ obx_relay_options_from_config(const struct obx_config *cfg, void *out)
     o->stream_max_bytes = cfg->stream_max_bytes;
     o->duplicate_window_seconds = (int)cfg->duplicate_window_seconds;
     o->crash_on_event_type = cfg->test_crash_on_event_type;
+    o->crash_after_publish = (int)cfg->test_crash_after_publish;
 }
 
 static int

@@ -216,15 +216,24 @@ lease_batch(struct outbox_relay *relay, struct obx_lease *lease)
     pthread_mutex_unlock(&relay->stats_lock);
 }
 
-static void
-count_outcomes(struct outbox_relay *relay, const struct obx_relay_batch *b,
-               const struct obx_finish_counts *c)
+/* Rows published that the stream already had: JetStream deduplicated them. */
+static size_t
+batch_duplicates(const struct obx_relay_batch *b)
 {
     size_t duplicates = 0;
 
     for (size_t i = 0; i < b->count; i++) {
         duplicates += b->rows[i].outcome == OBX_ROW_DONE && b->rows[i].duplicate;
     }
+    return duplicates;
+}
+
+static void
+count_outcomes(struct outbox_relay *relay, const struct obx_relay_batch *b,
+               const struct obx_finish_counts *c)
+{
+    size_t duplicates = batch_duplicates(b);
+
     pthread_mutex_lock(&relay->stats_lock);
     relay->stats.published += c->done;
     relay->stats.duplicates += duplicates;
@@ -253,6 +262,11 @@ log_outcomes(struct outbox_relay *relay, const struct obx_lease *lease,
                     relay->opts.name, obx_lease_id(lease, i), obx_lease_attempts(lease, i) + 1,
                     b->rows[i].reason);
         }
+    }
+    if (batch_duplicates(b) > 0) {
+        /* A lease that ran out after its publish (a crashed or stalled relay). */
+        obx_log(OUTBOX_LOG_INFO, "published again rows the stream already had relay=%s rows=%zu",
+                relay->opts.name, batch_duplicates(b));
     }
     if (c->dead > 0) {
         obx_log(OUTBOX_LOG_WARN, "rows dead-lettered after max attempts relay=%s rows=%zu",
@@ -386,6 +400,28 @@ crash_if_asked(struct outbox_relay *relay, const struct obx_relay_batch *b)
 }
 
 /*
+ * The republish test's hook (FAULTS T05's worst moment): the broker has
+ * stored a batch the database does not know is published. It fires on the
+ * Nth batch with a first-time ack, so the republish of a crashed batch
+ * (all duplicates) is finished and the run moves on, and rows leased
+ * ahead when it fires rarely lose a lease twice.
+ */
+static void
+crash_after_publish_if_asked(struct outbox_relay *relay, const struct obx_relay_batch *b)
+{
+    for (size_t k = 0; relay->opts.crash_after_publish > 0 && k < b->msg_count; k++) {
+        if (b->results[k].outcome == OBX_PUBLISH_OK && !b->results[k].duplicate) {
+            if (++relay->fresh_batches == relay->opts.crash_after_publish) {
+                obx_log(OUTBOX_LOG_ERROR, "crashing on purpose after publish relay=%s",
+                        relay->opts.name);
+                abort();
+            }
+            return;
+        }
+    }
+}
+
+/*
  * Publishes `cur`, leasing `next` while its acks are in flight, then
  * finishes `cur`. Returns 1 when the broker failed the batch for a
  * transport reason (the caller pauses).
@@ -417,6 +453,7 @@ publish_batch(struct outbox_relay *relay, const struct obx_lease *cur, struct ob
         }
         obx_relay_batch_apply_results(&b);
         transport_failed = any_unavailable(&b);
+        crash_after_publish_if_asked(relay, &b);
     }
     if (transport_failed) {
         broker_failing(relay, "publish failed");

@@ -19,6 +19,7 @@ struct outbox_relay {
     struct obx_owned_strings owned;       /* copies of the option strings */
     char default_name[96];                /* host-pid when no name was given */
     volatile sig_atomic_t stop_requested; /* set by outbox_relay_stop() */
+    int fresh_batches;                    /* batches with a first-time ack (test hook) */
     pthread_mutex_t stats_lock;
     outbox_relay_stats stats;      /* guarded by stats_lock */
     struct obx_store *store;       /* NULL while the database is away */
