@@ -217,9 +217,10 @@ obx_ledger_claim_as_done(struct obx_ledger *ledger, const char *handler,
                          struct obx_claim *out, outbox_error *err)
 {
     /* Outside a transaction the rows would commit as done before any handler ran. */
-    if (ledger->conn != NULL && PQstatus(ledger->conn) == CONNECTION_OK &&
-        PQtransactionStatus(ledger->conn) != PQTRANS_INTRANS) {
-        return obx_fail(err, OUTBOX_ENOTXN, "claim as done: no transaction is open");
+    outbox_status status = obx_ledger_require_transaction(ledger, 0, "claim as done", err);
+
+    if (status != OUTBOX_OK) {
+        return status;
     }
     return claim(ledger, handler, events, count, 1, lock_wait_ms, 1, out, err);
 }

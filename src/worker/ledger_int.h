@@ -39,6 +39,13 @@ struct obx_ledger {
 /* OUTBOX_EUNAVAILABLE unless the ledger holds a live connection. */
 outbox_status obx_ledger_require_connection(struct obx_ledger *ledger, outbox_error *err);
 
+/*
+ * OUTBOX_ENOTXN unless a transaction is open (`aborted_ok`: a failed one
+ * counts); OUTBOX_EUNAVAILABLE without a connection.
+ */
+outbox_status obx_ledger_require_transaction(struct obx_ledger *ledger, int aborted_ok,
+                                             const char *doing, outbox_error *err);
+
 /* Runs one of the ledger's statements; the caller checks and PQclear()s the result. */
 PGresult *obx_ledger_exec(struct obx_ledger *ledger, enum obx_ledger_sql which,
                           const char *const *params, int nparams);

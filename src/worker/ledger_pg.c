@@ -130,8 +130,9 @@ exec_plain(struct obx_ledger *ledger, const char *sql, const char *doing, outbox
 }
 
 /* OUTBOX_ENOTXN unless a transaction is open; `aborted_ok` also accepts a failed one. */
-static outbox_status
-require_transaction(struct obx_ledger *ledger, int aborted_ok, const char *doing, outbox_error *err)
+outbox_status
+obx_ledger_require_transaction(struct obx_ledger *ledger, int aborted_ok, const char *doing,
+                               outbox_error *err)
 {
     PGTransactionStatusType tx;
     outbox_status status = obx_ledger_require_connection(ledger, err);
@@ -172,7 +173,7 @@ obx_ledger_commit(struct obx_ledger *ledger, outbox_error *err)
     outbox_status status;
 
     obx_error_reset(err);
-    status = require_transaction(ledger, 1, "commit", err);
+    status = obx_ledger_require_transaction(ledger, 1, "commit", err);
     if (status != OUTBOX_OK) {
         return status;
     }
@@ -209,7 +210,7 @@ obx_ledger_savepoint(struct obx_ledger *ledger, outbox_error *err)
     outbox_status status;
 
     obx_error_reset(err);
-    status = require_transaction(ledger, 0, "savepoint", err);
+    status = obx_ledger_require_transaction(ledger, 0, "savepoint", err);
     if (status != OUTBOX_OK) {
         return status;
     }
@@ -222,7 +223,7 @@ obx_ledger_release_savepoint(struct obx_ledger *ledger, outbox_error *err)
     outbox_status status;
 
     obx_error_reset(err);
-    status = require_transaction(ledger, 0, "release savepoint", err);
+    status = obx_ledger_require_transaction(ledger, 0, "release savepoint", err);
     if (status != OUTBOX_OK) {
         return status;
     }
@@ -236,7 +237,7 @@ obx_ledger_rollback_to_savepoint(struct obx_ledger *ledger, outbox_error *err)
     outbox_status status;
 
     obx_error_reset(err);
-    status = require_transaction(ledger, 1, "roll back to savepoint", err);
+    status = obx_ledger_require_transaction(ledger, 1, "roll back to savepoint", err);
     if (status != OUTBOX_OK) {
         return status;
     }
@@ -259,7 +260,7 @@ obx_ledger_run_sql(struct obx_ledger *ledger, const char *statement, const char 
     if (statement == NULL || statement[0] == '\0') {
         return obx_fail(err, OUTBOX_EINVAL, "handler statement is empty");
     }
-    status = require_transaction(ledger, 0, "handler statement", err);
+    status = obx_ledger_require_transaction(ledger, 0, "handler statement", err);
     if (status != OUTBOX_OK) {
         return status;
     }

@@ -230,10 +230,8 @@ batch_duplicates(const struct obx_relay_batch *b)
 
 static void
 count_outcomes(struct outbox_relay *relay, const struct obx_relay_batch *b,
-               const struct obx_finish_counts *c)
+               const struct obx_finish_counts *c, size_t duplicates)
 {
-    size_t duplicates = batch_duplicates(b);
-
     pthread_mutex_lock(&relay->stats_lock);
     relay->stats.published += c->done;
     relay->stats.duplicates += duplicates;
@@ -249,7 +247,7 @@ count_outcomes(struct outbox_relay *relay, const struct obx_relay_batch *b,
 /* Logs what an operator must see: quarantined rows and lost leases. */
 static void
 log_outcomes(struct outbox_relay *relay, const struct obx_lease *lease,
-             const struct obx_relay_batch *b, const struct obx_finish_counts *c)
+             const struct obx_relay_batch *b, const struct obx_finish_counts *c, size_t duplicates)
 {
     for (size_t i = 0; i < b->count; i++) {
         if (b->rows[i].outcome == OBX_ROW_INVALID) {
@@ -263,10 +261,10 @@ log_outcomes(struct outbox_relay *relay, const struct obx_lease *lease,
                     b->rows[i].reason);
         }
     }
-    if (batch_duplicates(b) > 0) {
+    if (duplicates > 0) {
         /* A lease that ran out after its publish (a crashed or stalled relay). */
         obx_log(OUTBOX_LOG_INFO, "published again rows the stream already had relay=%s rows=%zu",
-                relay->opts.name, batch_duplicates(b));
+                relay->opts.name, duplicates);
     }
     if (c->dead > 0) {
         obx_log(OUTBOX_LOG_WARN, "rows dead-lettered after max attempts relay=%s rows=%zu",
@@ -329,6 +327,7 @@ finish_batch(struct outbox_relay *relay, const struct obx_lease *lease, struct o
     struct obx_finish_counts counts;
     outbox_error err = {0};
     outbox_status st;
+    size_t duplicates;
 
     if (lease->count == 0) {
         return;
@@ -346,8 +345,9 @@ finish_batch(struct outbox_relay *relay, const struct obx_lease *lease, struct o
                 relay->opts.name, err.message, err.sqlstate);
         return;
     }
-    count_outcomes(relay, b, &counts);
-    log_outcomes(relay, lease, b, &counts);
+    duplicates = batch_duplicates(b);
+    count_outcomes(relay, b, &counts, duplicates);
+    log_outcomes(relay, lease, b, &counts, duplicates);
 }
 
 /* Hands a leased but unpublished batch back at once (stop, or the broker is gone). */
