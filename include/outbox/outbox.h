@@ -125,23 +125,61 @@ OUTBOX_API const char *outbox_event_id(const outbox_event *ev);
 OUTBOX_API outbox_status outbox_event_envelope_json(outbox_event *ev, const char **json,
                                                     size_t *len, outbox_error *err);
 
-/* ---- writing --------------------------------------------------------------------------- */
-
-typedef struct outbox_writer_options {
-    const char *schema;        /* outbox schema, default "outbox"; [a-z_][a-z0-9_]{0,62} */
-    size_t max_envelope_bytes; /* default OUTBOX_DEFAULT_MAX_ENVELOPE_BYTES; 1 KiB to 64 MiB */
-} outbox_writer_options;
-
-/* Fills `opts` with the defaults. */
-OUTBOX_API void outbox_writer_options_init(outbox_writer_options *opts);
+/* ---- configuration ---------------------------------------------------------------------- */
 
 /*
- * A configured writer: the schema and limits, checked once. Immutable after
- * creation, so one writer may be shared by many threads (each with its own
- * connection). OUTBOX_EINVAL for a bad schema name or limit.
+ * A configuration for a writer, a relay or a consumer: every setting by
+ * key, the same keys as the daemons' environment variables without
+ * OUTBOX_, lower-case (OUTBOX_BATCH_SIZE is "batch_size"); the README's
+ * settings table lists each key, its default, its accepted values and
+ * which kinds take it. New keys may come in any minor release; a key is
+ * never renamed or removed within a major version.
+ */
+typedef struct outbox_config outbox_config;
+
+typedef enum outbox_config_kind {
+    OUTBOX_CONFIG_WRITER,   /* outbox_writer_new() */
+    OUTBOX_CONFIG_RELAY,    /* outbox_relay_new() (outbox/worker.h) */
+    OUTBOX_CONFIG_CONSUMER, /* outbox_consumer_new() (outbox/worker.h) */
+} outbox_config_kind;
+
+/* Every setting of `kind` at its default. NULL when out of memory or for an unknown kind. */
+OUTBOX_API outbox_config *outbox_config_new(outbox_config_kind kind);
+OUTBOX_API void outbox_config_free(outbox_config *cfg);
+
+/*
+ * Sets `key` from text, checked at once against the setting's type and
+ * range: OUTBOX_EINVAL names the key and the value and says what is
+ * accepted, and for a key this kind does not take. NULL unsets a text
+ * setting (database_url, name...). `value` is copied.
+ */
+OUTBOX_API outbox_status outbox_config_set(outbox_config *cfg, const char *key, const char *value,
+                                           outbox_error *err);
+
+/* The same for a number ("batch_size", 500). */
+OUTBOX_API outbox_status outbox_config_set_int(outbox_config *cfg, const char *key, long long value,
+                                               outbox_error *err);
+
+/* The value of `key` as text into `buf` ("" for an unset one); OUTBOX_EINVAL for an unknown key. */
+OUTBOX_API outbox_status outbox_config_get(const outbox_config *cfg, const char *key, char *buf,
+                                           size_t cap, outbox_error *err);
+
+/*
+ * Sets every key of this kind whose OUTBOX_<KEY> environment variable is
+ * set and not empty, as the daemons do. OUTBOX_EINVAL names the variable.
+ */
+OUTBOX_API outbox_status outbox_config_load_env(outbox_config *cfg, outbox_error *err);
+
+/* ---- writing --------------------------------------------------------------------------- */
+
+/*
+ * A configured writer (keys "schema" and "max_envelope_bytes"), checked
+ * once. Immutable after creation, so one writer may be shared by many
+ * threads (each with its own connection). `cfg` is copied; NULL means the
+ * defaults. OUTBOX_EINVAL for a configuration of another kind.
  */
 typedef struct outbox_writer outbox_writer;
-OUTBOX_API outbox_status outbox_writer_new(const outbox_writer_options *opts, outbox_writer **out,
+OUTBOX_API outbox_status outbox_writer_new(const outbox_config *cfg, outbox_writer **out,
                                            outbox_error *err);
 OUTBOX_API void outbox_writer_free(outbox_writer *w);
 
@@ -164,7 +202,7 @@ OUTBOX_API outbox_status outbox_writer_enqueue_batch(const outbox_writer *w, PGc
                                                      outbox_event *const *events, size_t count,
                                                      outbox_error *err);
 
-/* outbox_writer_enqueue{,_batch} with the default options (schema "outbox"). */
+/* outbox_writer_enqueue{,_batch} with the default configuration (schema "outbox"). */
 OUTBOX_API outbox_status outbox_enqueue(PGconn *conn, outbox_event *ev, outbox_error *err);
 OUTBOX_API outbox_status outbox_enqueue_batch(PGconn *conn, outbox_event *const *events,
                                               size_t count, outbox_error *err);

@@ -50,63 +50,33 @@ typedef enum outbox_relay_mode {
     OUTBOX_RELAY_PRUNE, /* published rows are deleted */
 } outbox_relay_mode;
 
-/* Everything a relay needs; fill with outbox_relay_options_init() first. Strings are borrowed
- * until outbox_relay_new() returns (it copies them). */
-typedef struct outbox_relay_options {
-    const char *database_url;     /* libpq URL or key=value string; required */
-    const char *schema;           /* default "outbox" */
-    const char *nats_url;         /* default "nats://127.0.0.1:4222" */
-    outbox_bus_kind bus;          /* default OUTBOX_BUS_JETSTREAM */
-    outbox_relay_mode mode;       /* default OUTBOX_RELAY_MARK */
-    const char *stream;           /* default "EVENTS" */
-    const char *subject_prefix;   /* default "events" */
-    const char *ce_source;        /* CloudEvents source, default "pgoutbox" */
-    const char *name;             /* replica name for logs and server views; default host-pid */
-    const char *nats_creds_file;  /* NULL: none */
-    const char *nats_tls_ca_file; /* NULL: none */
-    const char *nats_tls_cert_file;
-    const char *nats_tls_key_file;
-    int batch_size;         /* rows per lease, default 100 */
-    int lease_seconds;      /* default 60 */
-    int max_attempts;       /* rejected publishes before dead-lettering, default 10 */
-    int max_lease_expiries; /* leases run out with no outcome before quarantine, default 5 */
-    int publish_timeout_ms; /* wait for acks, default 5000 */
-    int max_in_flight;      /* async publish window, default 1024 */
-    int poll_max_ms;        /* longest idle poll when no wake-up comes, default 1000 */
-    int listen;             /* 1: LISTEN for wake-ups (default); 0: poll only (poolers) */
-    int backoff_base_ms;    /* first retry delay, default 5000 */
-    int backoff_cap_ms;     /* longest retry delay, default 300000 */
-    int retention_seconds;  /* mark mode: done rows kept this long, default 86400 */
-    int drain_timeout_ms;   /* on stop: finish or release within this, default 10000 */
-    long long stream_max_age_seconds; /* default 7 days */
-    long long stream_max_bytes;       /* default -1: unlimited */
-    int duplicate_window_seconds;     /* default 3600 */
-    const char *crash_on_event_type;  /* tests only: abort() on leasing this event type */
-    int crash_after_publish; /* tests only: abort() when the Nth batch with a first-time ack
-                                is acked, before its rows are finished; 0: never */
-} outbox_relay_options;
-
-OUTBOX_API void outbox_relay_options_init(outbox_relay_options *opts);
-
-/* Counters since the relay started. Read with outbox_relay_stats() from any thread. */
-typedef struct outbox_relay_stats {
-    unsigned long long leased;     /* rows leased */
-    unsigned long long published;  /* rows acked and finished */
-    unsigned long long duplicates; /* of those, acks flagged duplicate */
-    unsigned long long retried;    /* rejected, scheduled again */
-    unsigned long long dead;       /* dead-lettered (attempts or lease expiries) */
-    unsigned long long invalid;    /* quarantined as invalid */
-    unsigned long long released;   /* handed back after a transport failure */
-    unsigned long long lost;       /* finishes refused because the lease had moved on */
-    unsigned long long batches;    /* lease batches published */
-    int database_up;               /* 1 while the database answers */
-    int broker_up;                 /* 1 while the broker answers */
-} outbox_relay_stats;
+/*
+ * Counters since the relay started, read with outbox_relay_stat() from any
+ * thread. New ones may be added at the end in a minor release.
+ */
+typedef enum outbox_relay_stat_id {
+    OUTBOX_RELAY_LEASED,      /* rows leased */
+    OUTBOX_RELAY_PUBLISHED,   /* rows acked and finished */
+    OUTBOX_RELAY_DUPLICATES,  /* of those, acks flagged duplicate */
+    OUTBOX_RELAY_RETRIED,     /* rejected, scheduled again */
+    OUTBOX_RELAY_DEAD,        /* dead-lettered (attempts or lease expiries) */
+    OUTBOX_RELAY_INVALID,     /* quarantined as invalid */
+    OUTBOX_RELAY_RELEASED,    /* handed back after a transport failure */
+    OUTBOX_RELAY_LOST,        /* finishes refused because the lease had moved on */
+    OUTBOX_RELAY_BATCHES,     /* lease batches published */
+    OUTBOX_RELAY_DATABASE_UP, /* 1 while the database answers */
+    OUTBOX_RELAY_BROKER_UP,   /* 1 while the broker answers */
+} outbox_relay_stat_id;
 
 typedef struct outbox_relay outbox_relay;
 
-/* Checks the options and copies them. Connects nothing yet. OUTBOX_EINVAL names the option. */
-OUTBOX_API outbox_status outbox_relay_new(const outbox_relay_options *opts, outbox_relay **out,
+/*
+ * A relay configured by `cfg` (an OUTBOX_CONFIG_RELAY configuration; it is
+ * copied, so it may be freed at once). Connects nothing yet. OUTBOX_EINVAL
+ * names the setting: database_url unset, a backoff cap below its base, bus
+ * db (which needs no relay), or a configuration of another kind.
+ */
+OUTBOX_API outbox_status outbox_relay_new(const outbox_config *cfg, outbox_relay **out,
                                           outbox_error *err);
 OUTBOX_API void outbox_relay_free(outbox_relay *relay);
 
@@ -122,7 +92,8 @@ OUTBOX_API outbox_status outbox_relay_run(outbox_relay *relay, outbox_error *err
 /* Asks a running relay to stop. Safe from any thread and from a signal handler. */
 OUTBOX_API void outbox_relay_stop(outbox_relay *relay);
 
-OUTBOX_API void outbox_relay_stats_get(outbox_relay *relay, outbox_relay_stats *out);
+/* One counter; 0 for an id this library does not know. */
+OUTBOX_API unsigned long long outbox_relay_stat(outbox_relay *relay, outbox_relay_stat_id id);
 
 /* ---- consumers ------------------------------------------------------------------------ */
 
@@ -161,56 +132,33 @@ typedef outbox_handler_result (*outbox_tx_handler_fn)(void *ctx, PGconn *conn,
 typedef outbox_handler_result (*outbox_ext_handler_fn)(void *ctx, const outbox_delivery *d,
                                                        outbox_error *err);
 
-typedef struct outbox_consumer_options {
-    const char *database_url;    /* the ledger (and the outbox for OUTBOX_BUS_DB); required */
-    const char *schema;          /* default "outbox" */
-    outbox_bus_kind bus;         /* JETSTREAM (default) or DB */
-    const char *nats_url;        /* default "nats://127.0.0.1:4222" */
-    const char *stream;          /* default "EVENTS" */
-    const char *subject_prefix;  /* default "events" */
-    const char *consumer_name;   /* durable consumer shared by the replicas; default "outbox" */
-    const char *name;            /* replica name for logs; default host-pid */
-    const char *nats_creds_file; /* NULL: none */
-    const char *nats_tls_ca_file;
-    const char *nats_tls_cert_file;
-    const char *nats_tls_key_file;
-    int batch_size;                     /* messages per fetch, default 100 */
-    int ack_wait_seconds;               /* JetStream ack_wait, default 60 */
-    long long max_deliver;              /* JetStream safety net, default -1 (unlimited) */
-    int lease_seconds;                  /* DB feed lease, default 60 */
-    int ledger_lease_seconds;           /* claim takeover, default 1800 */
-    int max_attempts;                   /* handler failures before the dead letter, default 10 */
-    int backoff_base_ms;                /* default 5000 */
-    int backoff_cap_ms;                 /* default 300000 */
-    int poll_max_ms;                    /* longest wait for new events, default 1000 */
-    outbox_relay_mode mode;             /* DB feed: mark (default) or prune handled rows */
-    long long ledger_retention_seconds; /* default 30 days; not below the stream's max age */
-    int retention_seconds;              /* DB feed, mark mode: done rows kept, default 1 day */
-    long long stream_max_age_seconds;   /* the stream's max_age, default 7 days */
-    int crash_after_ledger_commit;      /* tests only: abort() after a batch's ledger
-                                         * commit, before its messages are settled */
-} outbox_consumer_options;
-
-OUTBOX_API void outbox_consumer_options_init(outbox_consumer_options *opts);
-
-typedef struct outbox_consumer_stats {
-    unsigned long long fetched;       /* messages received */
-    unsigned long long handled;       /* handler runs that returned DONE */
-    unsigned long long skipped;       /* already done (redeliveries, republishes) */
-    unsigned long long deferred;      /* claim held elsewhere or backing off: redelivered later */
-    unsigned long long failed;        /* handler failures (attempts spent) */
-    unsigned long long retried;       /* RETRY results (no attempt spent) */
-    unsigned long long dead;          /* dead-lettered (event, handler) pairs */
-    unsigned long long ledger_errors; /* ledger unavailable: redelivered, nothing spent */
-    int database_up;
-    int broker_up;
-} outbox_consumer_stats;
+/*
+ * Counters since the consumer started, read with outbox_consumer_stat()
+ * from any thread. New ones may be added at the end in a minor release.
+ */
+typedef enum outbox_consumer_stat_id {
+    OUTBOX_CONSUMER_FETCHED,       /* messages received */
+    OUTBOX_CONSUMER_HANDLED,       /* handler runs that returned DONE */
+    OUTBOX_CONSUMER_SKIPPED,       /* already done (redeliveries, republishes) */
+    OUTBOX_CONSUMER_DEFERRED,      /* claim held elsewhere or backing off: redelivered later */
+    OUTBOX_CONSUMER_FAILED,        /* handler failures (attempts spent) */
+    OUTBOX_CONSUMER_RETRIED,       /* RETRY results (no attempt spent) */
+    OUTBOX_CONSUMER_DEAD,          /* dead-lettered (event, handler) pairs */
+    OUTBOX_CONSUMER_LEDGER_ERRORS, /* ledger unavailable: redelivered, nothing spent */
+    OUTBOX_CONSUMER_DATABASE_UP,   /* 1 while the database answers */
+    OUTBOX_CONSUMER_BROKER_UP,     /* 1 while the feed's server answers */
+} outbox_consumer_stat_id;
 
 typedef struct outbox_consumer outbox_consumer;
 
-/* Checks and copies the options; connects nothing yet. */
-OUTBOX_API outbox_status outbox_consumer_new(const outbox_consumer_options *opts,
-                                             outbox_consumer **out, outbox_error *err);
+/*
+ * A consumer configured by `cfg` (an OUTBOX_CONFIG_CONSUMER configuration;
+ * copied). Connects nothing yet. OUTBOX_EINVAL names the setting: among
+ * others, database_url unset, bus nats-core (no consumer side), or ledger
+ * retention shorter than the stream's max age.
+ */
+OUTBOX_API outbox_status outbox_consumer_new(const outbox_config *cfg, outbox_consumer **out,
+                                             outbox_error *err);
 OUTBOX_API void outbox_consumer_free(outbox_consumer *c);
 
 /*
@@ -250,7 +198,8 @@ OUTBOX_API outbox_status outbox_consumer_run(outbox_consumer *c, outbox_error *e
 /* Safe from any thread and from a signal handler. */
 OUTBOX_API void outbox_consumer_stop(outbox_consumer *c);
 
-OUTBOX_API void outbox_consumer_stats_get(outbox_consumer *c, outbox_consumer_stats *out);
+/* One counter; 0 for an id this library does not know. */
+OUTBOX_API unsigned long long outbox_consumer_stat(outbox_consumer *c, outbox_consumer_stat_id id);
 
 #ifdef __cplusplus
 }

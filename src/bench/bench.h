@@ -57,6 +57,9 @@ double obx_bench_median(double *values, int n);
 /* A connection to the benchmark database; exits 1 with a message on failure. */
 PGconn *obx_bench_connect(const struct obx_bench_env *env);
 
+/* Closes a connection from obx_bench_connect(); NULL does nothing. */
+void obx_bench_close(PGconn *conn);
+
 /* Runs one statement; exits 1 with a message on failure. */
 void obx_bench_exec(PGconn *conn, const char *sql);
 
@@ -96,18 +99,27 @@ struct obx_bench_workers {
     struct obx_bench_worker w[OBX_BENCH_MAX_WORKERS];
 };
 
+/*
+ * A worker configuration of `kind` (OUTBOX_CONFIG_RELAY or _CONSUMER) at
+ * the daemon's defaults, pointed at the bench's servers. Free it with
+ * outbox_config_free(). obx_bench_set() and obx_bench_set_int() change a
+ * key; a refused one ends the bench (exit 1), naming it.
+ */
+outbox_config *obx_bench_config(const struct obx_bench_env *env, outbox_config_kind kind);
+void obx_bench_set(outbox_config *cfg, const char *key, const char *value);
+void obx_bench_set_int(outbox_config *cfg, const char *key, long long value);
+
 /* Start `count` relays (consumers with one SQL handler) on threads; exit 1 on failure. */
-void obx_bench_relays_start(struct obx_bench_workers *ws, const outbox_relay_options *opts,
-                            int count);
-void obx_bench_consumers_start(struct obx_bench_workers *ws, const outbox_consumer_options *opts,
-                               int count, const char *handler_sql);
+void obx_bench_relays_start(struct obx_bench_workers *ws, const outbox_config *cfg, int count);
+void obx_bench_consumers_start(struct obx_bench_workers *ws, const outbox_config *cfg, int count,
+                               const char *handler_sql);
 
 /* Stops, joins and frees every worker. */
 void obx_bench_workers_stop(struct obx_bench_workers *ws);
 
-/* Counters summed over the relays (the consumers). */
-void obx_bench_relay_totals(struct obx_bench_workers *ws, outbox_relay_stats *sum);
-void obx_bench_consumer_totals(struct obx_bench_workers *ws, outbox_consumer_stats *sum);
+/* One counter (an outbox_relay_stat_id or outbox_consumer_stat_id) summed over the workers. */
+enum obx_bench_kind { OBX_BENCH_RELAYS, OBX_BENCH_CONSUMERS };
+unsigned long long obx_bench_total(struct obx_bench_workers *ws, enum obx_bench_kind kind, int id);
 
 /* How far the workers got: `*started` > 0 once they took work, `*done` events finished. */
 typedef void (*obx_bench_progress_fn)(struct obx_bench_workers *ws, long long *started,

@@ -9,7 +9,7 @@
 
 #include "bench.h"
 
-#include "banned.h" /* last: poisons unsafe functions */
+#include "common/banned.h" /* last: poisons unsafe functions */
 
 void
 obx_bench_emit(json_t *line)
@@ -83,4 +83,10 @@ obx_bench_pace(double start, double due_offset_s)
 
         nanosleep(&ts, NULL);
     }
+}
+
+void
+obx_bench_close(PGconn *conn)
+{
+    PQfinish(conn);
 }

@@ -10,7 +10,7 @@
 
 #include "bench.h"
 
-#include "banned.h" /* last: poisons unsafe functions */
+#include "common/banned.h" /* last: poisons unsafe functions */
 
 /* About 400 bytes of envelope, like a typical domain event. */
 const char obx_bench_payload[] =

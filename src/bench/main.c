@@ -11,9 +11,9 @@
 #include <string.h>
 
 #include "bench.h"
-#include "devserver.h"
+#include "devserver/devserver.h"
 
-#include "banned.h" /* last: poisons unsafe functions */
+#include "common/banned.h" /* last: poisons unsafe functions */
 
 static void
 usage(FILE *out)
@@ -65,7 +65,7 @@ migrate(const struct obx_bench_env *env)
     outbox_error err;
     outbox_status st = outbox_migrate(conn, "outbox", NULL, &err);
 
-    PQfinish(conn);
+    obx_bench_close(conn);
     if (st != OUTBOX_OK) {
         fprintf(stderr, "outbox-bench: migrate: %s\n", err.message);
         return -1;

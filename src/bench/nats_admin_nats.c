@@ -8,10 +8,10 @@
 #include <stdio.h>
 
 #include "bench.h"
-#include "bus.h"
-#include "stream.h"
+#include "bus/bus.h"
+#include "bus/stream.h"
 
-#include "banned.h" /* last: poisons unsafe functions */
+#include "common/banned.h" /* last: poisons unsafe functions */
 
 int
 obx_bench_stream_create(const char *url, const char *name, const char *prefix)

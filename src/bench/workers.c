@@ -9,8 +9,9 @@
 #include <string.h>
 
 #include "bench.h"
+#include "config/config.h"
 
-#include "banned.h" /* last: poisons unsafe functions */
+#include "common/banned.h" /* last: poisons unsafe functions */
 
 static void *
 worker_main(void *arg)
@@ -46,45 +47,94 @@ start(struct obx_bench_workers *ws, struct obx_bench_worker *w)
     ws->count++;
 }
 
+outbox_config *
+obx_bench_config(const struct obx_bench_env *env, outbox_config_kind kind)
+{
+    outbox_config *cfg = outbox_config_new(kind);
+
+    if (cfg == NULL) {
+        fprintf(stderr, "outbox-bench: out of memory\n");
+        exit(1);
+    }
+    obx_bench_set(cfg, "database_url", env->database_url);
+    if (env->nats_url != NULL) {
+        obx_bench_set(cfg, "nats_url", env->nats_url);
+    }
+    return cfg;
+}
+
 void
-obx_bench_relays_start(struct obx_bench_workers *ws, const outbox_relay_options *opts, int count)
+obx_bench_set(outbox_config *cfg, const char *key, const char *value)
+{
+    outbox_error err;
+
+    if (outbox_config_set(cfg, key, value, &err) != OUTBOX_OK) {
+        fprintf(stderr, "outbox-bench: %s\n", err.message);
+        exit(1);
+    }
+}
+
+void
+obx_bench_set_int(outbox_config *cfg, const char *key, long long value)
+{
+    char text[32];
+
+    snprintf(text, sizeof(text), "%lld", value);
+    obx_bench_set(cfg, key, text);
+}
+
+/* `cfg` with the next worker's own name, as separate processes would have it. */
+static outbox_config *
+named_copy(const outbox_config *cfg, const char *role, int index)
+{
+    outbox_config *copy = outbox_config_new(
+        cfg->values.parts == OBX_FOR_RELAY ? OUTBOX_CONFIG_RELAY : OUTBOX_CONFIG_CONSUMER);
+    char name[48];
+
+    if (copy == NULL || obx_config_copy(&copy->values, &cfg->values, NULL) != OUTBOX_OK) {
+        fprintf(stderr, "outbox-bench: out of memory\n");
+        exit(1);
+    }
+    snprintf(name, sizeof(name), "bench-%s-%d", role, index);
+    obx_bench_set(copy, "name", name);
+    return copy;
+}
+
+void
+obx_bench_relays_start(struct obx_bench_workers *ws, const outbox_config *cfg, int count)
 {
     for (int i = 0; i < count; i++) {
         struct obx_bench_worker *w = next_slot(ws);
-        outbox_relay_options o = *opts;
+        outbox_config *own = named_copy(cfg, "relay", ws->count);
         outbox_error err;
-        char name[32];
 
-        snprintf(name, sizeof(name), "bench-relay-%d", ws->count);
-        o.name = name;
         memset(w, 0, sizeof(*w));
-        if (outbox_relay_new(&o, &w->relay, &err) != OUTBOX_OK) {
+        if (outbox_relay_new(own, &w->relay, &err) != OUTBOX_OK) {
             fprintf(stderr, "outbox-bench: cannot start a relay: %s\n", err.message);
             exit(1);
         }
+        outbox_config_free(own);
         start(ws, w);
     }
 }
 
 void
-obx_bench_consumers_start(struct obx_bench_workers *ws, const outbox_consumer_options *opts,
-                          int count, const char *handler_sql)
+obx_bench_consumers_start(struct obx_bench_workers *ws, const outbox_config *cfg, int count,
+                          const char *handler_sql)
 {
     for (int i = 0; i < count; i++) {
         struct obx_bench_worker *w = next_slot(ws);
-        outbox_consumer_options o = *opts;
+        outbox_config *own = named_copy(cfg, "consumer", ws->count);
         outbox_error err;
-        char name[32];
 
-        snprintf(name, sizeof(name), "bench-consumer-%d", ws->count);
-        o.name = name;
         memset(w, 0, sizeof(*w));
-        if (outbox_consumer_new(&o, &w->consumer, &err) != OUTBOX_OK ||
+        if (outbox_consumer_new(own, &w->consumer, &err) != OUTBOX_OK ||
             outbox_consumer_add_sql_handler(w->consumer, "bench_sql", NULL, handler_sql, &err) !=
                 OUTBOX_OK) {
             fprintf(stderr, "outbox-bench: cannot start a consumer: %s\n", err.message);
             exit(1);
         }
+        outbox_config_free(own);
         start(ws, w);
     }
 }
@@ -107,40 +157,21 @@ obx_bench_workers_stop(struct obx_bench_workers *ws)
     ws->count = 0;
 }
 
-void
-obx_bench_relay_totals(struct obx_bench_workers *ws, outbox_relay_stats *sum)
+unsigned long long
+obx_bench_total(struct obx_bench_workers *ws, enum obx_bench_kind kind, int id)
 {
-    memset(sum, 0, sizeof(*sum));
+    unsigned long long sum = 0;
+
     for (int i = 0; i < ws->count; i++) {
-        outbox_relay_stats s;
+        const struct obx_bench_worker *w = &ws->w[i];
 
-        if (ws->w[i].relay == NULL) {
-            continue;
+        if (kind == OBX_BENCH_RELAYS && w->relay != NULL) {
+            sum += outbox_relay_stat(w->relay, (outbox_relay_stat_id)id);
+        } else if (kind == OBX_BENCH_CONSUMERS && w->consumer != NULL) {
+            sum += outbox_consumer_stat(w->consumer, (outbox_consumer_stat_id)id);
         }
-        outbox_relay_stats_get(ws->w[i].relay, &s);
-        sum->leased += s.leased;
-        sum->published += s.published;
-        sum->duplicates += s.duplicates;
-        sum->dead += s.dead;
-        sum->invalid += s.invalid;
     }
-}
-
-void
-obx_bench_consumer_totals(struct obx_bench_workers *ws, outbox_consumer_stats *sum)
-{
-    memset(sum, 0, sizeof(*sum));
-    for (int i = 0; i < ws->count; i++) {
-        outbox_consumer_stats s;
-
-        if (ws->w[i].consumer == NULL) {
-            continue;
-        }
-        outbox_consumer_stats_get(ws->w[i].consumer, &s);
-        sum->fetched += s.fetched;
-        sum->handled += s.handled;
-        sum->failed += s.failed;
-    }
+    return sum;
 }
 
 struct obx_bench_run

@@ -9,8 +9,6 @@
 #ifndef OBX_ERROR_H
 #define OBX_ERROR_H
 
-#include <libpq-fe.h>
-
 #include "outbox/outbox.h"
 
 void obx_error_reset(outbox_error *err);
@@ -18,27 +16,6 @@ void obx_error_reset(outbox_error *err);
 /* Returns `code`, so callers can write `return obx_fail(err, ...);`. */
 outbox_status obx_fail(outbox_error *err, outbox_status code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-
-/*
- * Classifies a failed libpq call by meaning: a lost connection, or a
- * SQLSTATE of class 08 (connection), 57P01-57P03 (shutdown), 53 (out of
- * resources), 57014 (statement timeout) or 55P03 (lock timeout), is
- * OUTBOX_EUNAVAILABLE (retry later, spend no attempt);
- * anything else the server answered is OUTBOX_EDB with its SQLSTATE. `res`
- * may be NULL when libpq ran out of memory.
- */
-outbox_status obx_fail_pg(outbox_error *err, PGconn *conn, const PGresult *res, const char *doing);
-
-/*
- * Classifies a failed handler statement: like obx_fail_pg(), except that
- * its own statement or lock timeout on a live connection, and anything
- * else the server answered, is OUTBOX_EREJECTED - the handler's failure,
- * which spends an attempt, or a handler that always times out would retry
- * forever without ever being dead-lettered. Only a lost connection, a
- * shutdown or a lack of server resources stays OUTBOX_EUNAVAILABLE.
- */
-outbox_status obx_fail_pg_handler(outbox_error *err, PGconn *conn, const PGresult *res,
-                                  const char *doing);
 
 /* True if `err` holds a database error with exactly this SQLSTATE. */
 int obx_error_is_sqlstate(const outbox_error *err, const char *sqlstate);

@@ -8,7 +8,7 @@
 #include "ctl.h"
 #include "outbox/outbox.h"
 
-#include "banned.h" /* last: poisons unsafe functions */
+#include "common/banned.h" /* last: poisons unsafe functions */
 
 int
 obx_ctl_migrate(const struct obx_config *cfg, int argc, char **argv)
@@ -34,7 +34,7 @@ obx_ctl_migrate(const struct obx_config *cfg, int argc, char **argv)
         return code;
     }
     st = outbox_migrate(conn, cfg->schema, &applied, &err);
-    PQfinish(conn);
+    obx_ctl_close(conn);
     if (st != OUTBOX_OK) {
         fprintf(stderr, "outboxctl migrate: %s%s%s\n", err.message,
                 err.sqlstate[0] ? " sqlstate=" : "", err.sqlstate);

@@ -10,7 +10,7 @@
 #include "ctl.h"
 #include "status.h"
 
-#include "banned.h" /* last: poisons unsafe functions */
+#include "common/banned.h" /* last: poisons unsafe functions */
 
 static void
 print_json(const char *schema, const struct obx_status *s)
@@ -57,10 +57,10 @@ obx_ctl_status(const struct obx_config *cfg, int argc, char **argv)
     }
     if (obx_status_read(conn, cfg->schema, &s, &err) != OUTBOX_OK) {
         fprintf(stderr, "outboxctl status: %s\n", err.message);
-        PQfinish(conn);
+        obx_ctl_close(conn);
         return err.code == OUTBOX_EINVAL ? 2 : 1;
     }
-    PQfinish(conn);
+    obx_ctl_close(conn);
     if (json) {
         print_json(cfg->schema, &s);
     } else {

@@ -10,7 +10,7 @@
 
 #include "ctl.h"
 
-#include "banned.h" /* last: poisons unsafe functions */
+#include "common/banned.h" /* last: poisons unsafe functions */
 
 int
 obx_ctl_connect(const struct obx_config *cfg, PGconn **out)
@@ -35,4 +35,10 @@ obx_ctl_connect(const struct obx_config *cfg, PGconn **out)
     }
     *out = conn;
     return 0;
+}
+
+void
+obx_ctl_close(PGconn *conn)
+{
+    PQfinish(conn);
 }

@@ -8,7 +8,7 @@
 
 #include "ctl.h"
 
-#include "banned.h" /* last: poisons unsafe functions */
+#include "common/banned.h" /* last: poisons unsafe functions */
 
 static const struct {
     const char *name;
@@ -33,23 +33,28 @@ int
 main(int argc, char **argv)
 {
     struct obx_config cfg;
-    char msg[512];
-    int rest = 0;
+    outbox_error err = {0};
+    int rest = 0, code = 2;
 
     if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
     }
-    if (obx_settings_load(&cfg, argc - 1, argv + 1, &rest, msg, sizeof(msg)) != 0) {
-        fprintf(stderr, "outboxctl: %s\n", msg);
+    if (obx_config_load(&cfg, argc - 1, argv + 1, &rest, &err) != OUTBOX_OK) {
+        fprintf(stderr, "outboxctl: %s\n", err.message);
+        obx_config_fini(&cfg);
         return 2;
     }
     for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++) {
         if (rest >= 1 && strcmp(argv[1], verbs[i].name) == 0) {
-            return verbs[i].run(&cfg, rest - 1, argv + 2);
+            code = verbs[i].run(&cfg, rest - 1, argv + 2);
+            break;
+        }
+        if (i + 1 == sizeof(verbs) / sizeof(verbs[0])) {
+            fprintf(stderr, "outboxctl: unknown verb \"%s\"\n", argv[1]);
+            usage(stderr);
         }
     }
-    fprintf(stderr, "outboxctl: unknown verb \"%s\"\n", argv[1]);
-    usage(stderr);
-    return 2;
+    obx_config_fini(&cfg);
+    return code;
 }

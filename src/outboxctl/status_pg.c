@@ -7,11 +7,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "error.h"
-#include "sql.h"
+#include "common/error.h"
+#include "common/error_pg.h"
+#include "common/sql.h"
 #include "sql_gen.h"
 
-#include "banned.h" /* last: poisons unsafe functions */
+#include "common/banned.h" /* last: poisons unsafe functions */
 
 static long long
 column_ll(PGresult *res, const char *name)

@@ -6,12 +6,17 @@
 #ifndef OBX_COMMANDS_H
 #define OBX_COMMANDS_H
 
-#include "settings.h"
+#include "config/settings.h"
+#include "outbox/outbox.h"
+
+/*
+ * A library configuration of `kind` holding the daemon's settings (each
+ * worker reads the keys of its kind). NULL with `err` set when out of memory.
+ */
+outbox_config *obx_cmd_worker_config(outbox_config_kind kind, const struct obx_config *cfg,
+                                     outbox_error *err);
 
 int obx_cmd_relay(const struct obx_config *cfg);
 int obx_cmd_consume(const struct obx_config *cfg, int argc, char **argv);
-
-/* Copies the relay part of the configuration into `opts` (no allocation). */
-void obx_relay_options_from_config(const struct obx_config *cfg, void *opts);
 
 #endif

@@ -12,8 +12,9 @@
 #include "handler_spec.h"
 #include "handlers.h"
 #include "metrics.h"
+#include "test_hooks.h"
 
-#include "banned.h" /* last: poisons unsafe functions */
+#include "common/banned.h" /* last: poisons unsafe functions */
 
 extern char **environ;
 
@@ -24,41 +25,8 @@ struct consume {
     struct obx_exec_handler execs[MAX_SPECS];
     int count;
     outbox_consumer *consumer;
+    struct obx_worker_view view; /* what /metrics and /readyz read */
 };
-
-static void
-consumer_options_from_config(const struct obx_config *cfg, outbox_consumer_options *o)
-{
-    outbox_consumer_options_init(o);
-    o->database_url = cfg->database_url;
-    o->schema = cfg->schema;
-    o->bus = strcmp(cfg->bus, "db") == 0          ? OUTBOX_BUS_DB
-             : strcmp(cfg->bus, "nats-core") == 0 ? OUTBOX_BUS_NATS_CORE
-                                                  : OUTBOX_BUS_JETSTREAM;
-    o->nats_url = cfg->nats_url;
-    o->stream = cfg->stream;
-    o->subject_prefix = cfg->subject_prefix;
-    o->consumer_name = cfg->consumer_name;
-    o->name = cfg->name;
-    o->nats_creds_file = cfg->nats_creds;
-    o->nats_tls_ca_file = cfg->nats_tls_ca;
-    o->nats_tls_cert_file = cfg->nats_tls_cert;
-    o->nats_tls_key_file = cfg->nats_tls_key;
-    o->batch_size = (int)cfg->batch_size;
-    o->ack_wait_seconds = (int)cfg->ack_wait_seconds;
-    o->max_deliver = cfg->max_deliver;
-    o->lease_seconds = (int)cfg->lease_seconds;
-    o->ledger_lease_seconds = (int)cfg->ledger_lease_seconds;
-    o->max_attempts = (int)cfg->max_attempts;
-    o->backoff_base_ms = (int)cfg->backoff_base_ms;
-    o->backoff_cap_ms = (int)cfg->backoff_cap_ms;
-    o->poll_max_ms = (int)cfg->poll_max_ms;
-    o->mode = strcmp(cfg->relay_mode, "prune") == 0 ? OUTBOX_RELAY_PRUNE : OUTBOX_RELAY_MARK;
-    o->ledger_retention_seconds = (long long)cfg->ledger_retention_days * 86400;
-    o->retention_seconds = (int)(cfg->retention_hours * 3600);
-    o->stream_max_age_seconds = cfg->stream_max_age_seconds;
-    o->crash_after_ledger_commit = (int)cfg->test_crash_after_ledger_commit;
-}
 
 static int
 add_spec(struct consume *w, const char *text, long timeout_seconds)
@@ -201,34 +169,33 @@ stop_consumer(void *ctx)
     outbox_consumer_stop(ctx);
 }
 
-static int
-consumer_ready(void *ctx)
-{
-    outbox_consumer_stats st;
+static const struct obx_metric_def consumer_counters[] = {
+    {OUTBOX_CONSUMER_FETCHED, "fetched", "messages received"},
+    {OUTBOX_CONSUMER_HANDLED, "handled", "handler runs that finished"},
+    {OUTBOX_CONSUMER_SKIPPED, "skipped", "deliveries of events already handled"},
+    {OUTBOX_CONSUMER_DEFERRED, "deferred",
+     "deliveries deferred: claim held elsewhere or backing off"},
+    {OUTBOX_CONSUMER_FAILED, "failed", "handler failures (attempts spent)"},
+    {OUTBOX_CONSUMER_RETRIED, "retried", "retry-later answers (no attempt spent)"},
+    {OUTBOX_CONSUMER_DEAD, "dead", "events dead-lettered for a handler"},
+    {OUTBOX_CONSUMER_LEDGER_ERRORS, "ledger_errors",
+     "deliveries redelivered because the ledger was away"},
+};
 
-    outbox_consumer_stats_get(ctx, &st);
-    return st.database_up && st.broker_up;
+static unsigned long long
+consumer_value(void *ctx, int id)
+{
+    return outbox_consumer_stat(ctx, (outbox_consumer_stat_id)id);
 }
 
-static void
-consumer_metrics(void *ctx, struct obx_buf *out)
+static outbox_status
+consumer_new(const struct obx_config *cfg, outbox_consumer **out, outbox_error *err)
 {
-    outbox_consumer_stats st;
+    outbox_config *cc = obx_cmd_worker_config(OUTBOX_CONFIG_CONSUMER, cfg, err);
+    outbox_status st = cc != NULL ? outbox_consumer_new(cc, out, err) : OUTBOX_ENOMEM;
 
-    outbox_consumer_stats_get(ctx, &st);
-    const struct obx_metric m[] = {
-        {"fetched", "messages received", st.fetched},
-        {"handled", "handler runs that finished", st.handled},
-        {"skipped", "deliveries of events already handled", st.skipped},
-        {"deferred", "deliveries deferred: claim held elsewhere or backing off", st.deferred},
-        {"failed", "handler failures (attempts spent)", st.failed},
-        {"retried", "retry-later answers (no attempt spent)", st.retried},
-        {"dead", "events dead-lettered for a handler", st.dead},
-        {"ledger_errors", "deliveries redelivered because the ledger was away", st.ledger_errors},
-    };
-
-    obx_metrics_counters(out, "consumer", m, sizeof(m) / sizeof(m[0]));
-    obx_metrics_up(out, st.database_up, st.broker_up);
+    outbox_config_free(cc);
+    return st;
 }
 
 int
@@ -236,23 +203,29 @@ obx_cmd_consume(const struct obx_config *cfg, int argc, char **argv)
 {
     /* Static: after an abandoned drain the consumer thread still uses it until exit. */
     static struct consume w;
-    outbox_consumer_options opts;
-    outbox_error err;
+    struct obx_http_handlers handlers;
+    outbox_error err = {0};
     int code = 2;
 
-    consumer_options_from_config(cfg, &opts);
     if (collect_specs(&w, argc, argv, cfg->handler_timeout_seconds) == 0) {
-        if (outbox_consumer_new(&opts, &w.consumer, &err) != OUTBOX_OK) {
+        if (consumer_new(cfg, &w.consumer, &err) != OUTBOX_OK) {
             fprintf(stderr, "outboxd consume: %s\n", err.message);
         } else if (register_handlers(&w) == 0) {
+            obx_test_hooks_apply_consumer(w.consumer);
+            w.view = (struct obx_worker_view){.prefix = "consumer",
+                                              .counters = consumer_counters,
+                                              .counter_count = sizeof(consumer_counters) /
+                                                               sizeof(consumer_counters[0]),
+                                              .database_up = OUTBOX_CONSUMER_DATABASE_UP,
+                                              .broker_up = OUTBOX_CONSUMER_BROKER_UP,
+                                              .read = consumer_value,
+                                              .ctx = w.consumer};
+            handlers = obx_worker_view_handlers(&w.view);
             code = obx_serve(&(struct obx_daemon_job){.ctx = w.consumer,
                                                       .run = run_consumer,
                                                       .stop = stop_consumer,
                                                       .name = "consumer"},
-                             &(struct obx_http_handlers){.ctx = w.consumer,
-                                                         .metrics = consumer_metrics,
-                                                         .ready = consumer_ready},
-                             cfg);
+                             &handlers, cfg);
         }
     }
     if (code != 1) { /* after an abandoned drain the consumer thread may still run */

@@ -13,9 +13,9 @@
 #include <signal.h>
 #include <time.h>
 
-#include "log.h"
+#include "support/log.h"
 
-#include "banned.h" /* last: poisons unsafe functions */
+#include "common/banned.h" /* last: poisons unsafe functions */
 
 struct worker_state {
     const struct obx_daemon_job *job;

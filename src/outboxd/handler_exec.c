@@ -20,12 +20,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "devserver_exec.h"
-#include "error.h"
+#include "common/error.h"
+#include "devserver/devserver_exec.h"
 #include "handlers.h"
-#include "pause.h"
+#include "support/pause.h"
 
-#include "banned.h" /* last: poisons unsafe functions */
+#include "common/banned.h" /* last: poisons unsafe functions */
 
 enum { STDERR_KEEP = 300 };
 

@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "banned.h" /* last: poisons unsafe functions */
+#include "common/banned.h" /* last: poisons unsafe functions */
 
 struct obx_http {
     struct MHD_Daemon *daemon;

@@ -9,7 +9,7 @@
 #ifndef OBX_HTTP_H
 #define OBX_HTTP_H
 
-#include "buf.h"
+#include "common/buf.h"
 
 struct obx_http_handlers {
     void *ctx;

@@ -8,11 +8,11 @@
 #include <string.h>
 
 #include "commands.h"
-#include "demo.h"
+#include "config/config.h"
 #include "logsink.h"
-#include "settings.h"
+#include "outboxd/demo/demo.h"
 
-#include "banned.h" /* last: poisons unsafe functions */
+#include "common/banned.h" /* last: poisons unsafe functions */
 
 static void
 usage(FILE *out)
@@ -31,43 +31,53 @@ usage(FILE *out)
           "            [--seconds S] [--rate EVENTS_PER_S] [--writers N] [--relays N]\n"
           "\n",
           out);
-    obx_settings_print_help(out);
+    obx_config_print_help(out, OBX_FOR_ALL);
+}
+
+static int
+run_command(struct obx_config *cfg, int rest, char **argv)
+{
+    if (strcmp(argv[1], "demo") == 0) {
+        return obx_cmd_demo(cfg, rest - 1, argv + 2, "/proc/self/exe");
+    }
+    if (strcmp(argv[1], "consume") == 0) {
+        return obx_cmd_consume(cfg, rest - 1, argv + 2);
+    }
+    if (strcmp(argv[1], "relay") == 0 && rest == 1) {
+        return obx_cmd_relay(cfg);
+    }
+    fprintf(stderr, "outboxd: unknown command or argument \"%s\" (see outboxd --help)\n",
+            rest > 1 ? argv[2] : argv[1]);
+    return 2;
 }
 
 int
 main(int argc, char **argv)
 {
     struct obx_config cfg;
-    char msg[512];
-    int rest = 0;
+    outbox_error err = {0};
+    int rest = 0, code;
 
     if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
         usage(stdout);
         return 0;
     }
     if (argc >= 2 && strcmp(argv[1], "--settings-markdown") == 0) {
-        obx_settings_print_markdown(stdout);
+        obx_config_print_markdown(stdout);
         return 0;
     }
-    if (obx_settings_load(&cfg, argc - 1, argv + 1, &rest, msg, sizeof(msg)) != 0) {
-        fprintf(stderr, "outboxd: %s\n", msg);
+    if (obx_config_load(&cfg, argc - 1, argv + 1, &rest, &err) != OUTBOX_OK) {
+        fprintf(stderr, "outboxd: %s\n", err.message);
+        obx_config_fini(&cfg);
         return 2;
     }
     if (rest < 1) {
         usage(stderr);
-        return 2;
+        code = 2;
+    } else {
+        obx_logsink_install((outbox_log_level)cfg.log_level);
+        code = run_command(&cfg, rest, argv);
     }
-    obx_logsink_install(cfg.log_level);
-    if (strcmp(argv[1], "demo") == 0) {
-        return obx_cmd_demo(&cfg, rest - 1, argv + 2, "/proc/self/exe");
-    }
-    if (strcmp(argv[1], "consume") == 0) {
-        return obx_cmd_consume(&cfg, rest - 1, argv + 2);
-    }
-    if (strcmp(argv[1], "relay") == 0 && rest == 1) {
-        return obx_cmd_relay(&cfg);
-    }
-    fprintf(stderr, "outboxd: unknown command or argument \"%s\" (see outboxd --help)\n",
-            rest > 1 ? argv[2] : argv[1]);
-    return 2;
+    obx_config_fini(&cfg);
+    return code;
 }

@@ -6,23 +6,25 @@
 
 #include <stdio.h>
 
-#include "banned.h" /* last: poisons unsafe functions */
+#include "common/banned.h" /* last: poisons unsafe functions */
 
-void
-obx_metrics_counters(struct obx_buf *out, const char *prefix, const struct obx_metric *m,
-                     size_t count)
+static void
+append_counters(struct obx_buf *out, const struct obx_worker_view *v)
 {
-    for (size_t i = 0; i < count; i++) {
+    const char *prefix = v->prefix;
+    const struct obx_metric_def *m = v->counters;
+
+    for (size_t i = 0; i < v->counter_count; i++) {
         obx_buf_appendf(out,
                         "# HELP outbox_%s_%s_total %s.\n# TYPE outbox_%s_%s_total counter\n"
                         "outbox_%s_%s_total %llu\n",
                         prefix, m[i].name, m[i].help, prefix, m[i].name, prefix, m[i].name,
-                        m[i].value);
+                        v->read(v->ctx, m[i].id));
     }
 }
 
-void
-obx_metrics_up(struct obx_buf *out, int database_up, int broker_up)
+static void
+append_up(struct obx_buf *out, int database_up, int broker_up)
 {
     obx_buf_appendf(out,
                     "# HELP outbox_database_up 1 while the database answers.\n"
@@ -30,6 +32,30 @@ obx_metrics_up(struct obx_buf *out, int database_up, int broker_up)
                     "# HELP outbox_broker_up 1 while the broker (or the feed) answers.\n"
                     "# TYPE outbox_broker_up gauge\noutbox_broker_up %d\n",
                     database_up, broker_up);
+}
+
+static void
+view_metrics(void *ctx, struct obx_buf *out)
+{
+    const struct obx_worker_view *v = ctx;
+
+    append_counters(out, v);
+    append_up(out, (int)v->read(v->ctx, v->database_up), (int)v->read(v->ctx, v->broker_up));
+}
+
+static int
+view_ready(void *ctx)
+{
+    const struct obx_worker_view *v = ctx;
+
+    return v->read(v->ctx, v->database_up) && v->read(v->ctx, v->broker_up);
+}
+
+struct obx_http_handlers
+obx_worker_view_handlers(const struct obx_worker_view *view)
+{
+    return (struct obx_http_handlers){
+        .ctx = (void *)view, .metrics = view_metrics, .ready = view_ready};
 }
 
 int

@@ -9,23 +9,33 @@
 
 #include <stddef.h>
 
-#include "buf.h"
+#include "common/buf.h"
+#include "config/settings.h"
 #include "daemon.h"
 #include "http.h"
-#include "settings.h"
 
-struct obx_metric {
+/* One counter of a worker: its library id, name and help. */
+struct obx_metric_def {
+    int id;           /* outbox_relay_stat_id or outbox_consumer_stat_id */
     const char *name; /* without prefix and _total */
     const char *help;
-    unsigned long long value;
 };
 
-/* Appends outbox_<prefix>_<name>_total counters. */
-void obx_metrics_counters(struct obx_buf *out, const char *prefix, const struct obx_metric *m,
-                          size_t count);
+/* Reads counter `id` of the worker `ctx`. */
+typedef unsigned long long (*obx_metric_read_fn)(void *ctx, int id);
 
-/* Appends the outbox_database_up and outbox_broker_up gauges. */
-void obx_metrics_up(struct obx_buf *out, int database_up, int broker_up);
+/* What the daemon serves of its worker: the counters, and the two gauges readiness needs. */
+struct obx_worker_view {
+    const char *prefix;                    /* outbox_<prefix>_<name>_total: "relay", "consumer" */
+    const struct obx_metric_def *counters; /* static */
+    size_t counter_count;
+    int database_up, broker_up; /* the ids of the worker's two up gauges */
+    obx_metric_read_fn read;
+    void *ctx; /* the worker */
+};
+
+/* The HTTP handlers of a view: /metrics from its counters, /readyz while both gauges read 1. */
+struct obx_http_handlers obx_worker_view_handlers(const struct obx_worker_view *view);
 
 /*
  * Serves `handlers` on OUTBOX_HTTP_ADDR (if set) and runs `job` until it

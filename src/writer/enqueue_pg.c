@@ -11,31 +11,21 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "buf.h"
-#include "error.h"
-#include "sql.h"
+#include "common/buf.h"
+#include "common/error.h"
+#include "common/error_pg.h"
+#include "common/sql.h"
+#include "config/config.h"
 #include "sql_gen.h"
 #include "writer_internal.h"
 
-#include "banned.h" /* last: poisons unsafe functions */
+#include "common/banned.h" /* last: poisons unsafe functions */
 
 struct outbox_writer {
     char *sql_one;   /* owned; enqueue_one.sql for this schema */
     char *sql_batch; /* owned; enqueue_batch.sql for this schema */
     size_t max_envelope_bytes;
 };
-
-enum {
-    MIN_ENVELOPE_BYTES = 1024,
-    MAX_ENVELOPE_BYTES = 64 * 1024 * 1024,
-};
-
-void
-outbox_writer_options_init(outbox_writer_options *opts)
-{
-    opts->schema = "outbox";
-    opts->max_envelope_bytes = OUTBOX_DEFAULT_MAX_ENVELOPE_BYTES;
-}
 
 void
 outbox_writer_free(outbox_writer *w)
@@ -48,22 +38,22 @@ outbox_writer_free(outbox_writer *w)
     free(w);
 }
 
-outbox_status
-outbox_writer_new(const outbox_writer_options *opts, outbox_writer **out, outbox_error *err)
+/* The schema and the size limit were checked when they were set (config/). */
+static outbox_status
+writer_make(const struct obx_config *c, outbox_writer **out, outbox_error *err)
 {
     char quoted[OBX_SCHEMA_QUOTED_CAP];
     outbox_writer *w;
     outbox_status status;
 
-    obx_error_reset(err);
-    status = obx_sql_quote_schema(opts->schema, quoted, err);
+    if (c->parts != OBX_FOR_WRITER) {
+        return obx_fail(
+            err, OUTBOX_EINVAL,
+            "a writer needs a writer configuration (outbox_config_new(OUTBOX_CONFIG_WRITER))");
+    }
+    status = obx_sql_quote_schema(c->schema, quoted, err);
     if (status != OUTBOX_OK) {
         return status;
-    }
-    if (opts->max_envelope_bytes < MIN_ENVELOPE_BYTES ||
-        opts->max_envelope_bytes > MAX_ENVELOPE_BYTES) {
-        return obx_fail(err, OUTBOX_EINVAL, "max_envelope_bytes %zu is outside %d to %d",
-                        opts->max_envelope_bytes, MIN_ENVELOPE_BYTES, MAX_ENVELOPE_BYTES);
     }
     w = calloc(1, sizeof(*w));
     if (w == NULL) {
@@ -71,13 +61,31 @@ outbox_writer_new(const outbox_writer_options *opts, outbox_writer **out, outbox
     }
     w->sql_one = obx_sql_render(obx_sql_enqueue_one, quoted);
     w->sql_batch = obx_sql_render(obx_sql_enqueue_batch, quoted);
-    w->max_envelope_bytes = opts->max_envelope_bytes;
+    w->max_envelope_bytes = (size_t)c->max_envelope_bytes;
     if (w->sql_one == NULL || w->sql_batch == NULL) {
         outbox_writer_free(w);
         return obx_fail(err, OUTBOX_ENOMEM, "out of memory");
     }
     *out = w;
     return OUTBOX_OK;
+}
+
+outbox_status
+outbox_writer_new(const outbox_config *cfg, outbox_writer **out, outbox_error *err)
+{
+    struct obx_config defaults;
+    outbox_status status;
+
+    obx_error_reset(err);
+    if (cfg != NULL) {
+        return writer_make(&cfg->values, out, err);
+    }
+    status = obx_config_init(&defaults, OBX_FOR_WRITER, err);
+    if (status == OUTBOX_OK) {
+        status = writer_make(&defaults, out, err);
+    }
+    obx_config_fini(&defaults);
+    return status;
 }
 
 /* The connection must be idle inside an open transaction. */
@@ -219,17 +227,14 @@ outbox_writer_enqueue_batch(const outbox_writer *w, PGconn *conn, outbox_event *
     return status;
 }
 
-/* The writer behind outbox_enqueue(): default options, made once per process. */
+/* The writer behind outbox_enqueue(): the default configuration, made once per process. */
 static pthread_once_t default_once = PTHREAD_ONCE_INIT;
 static outbox_writer *default_writer;
 
 static void
 make_default_writer(void)
 {
-    outbox_writer_options opts;
-
-    outbox_writer_options_init(&opts);
-    outbox_writer_new(&opts, &default_writer, NULL);
+    outbox_writer_new(NULL, &default_writer, NULL);
 }
 
 static const outbox_writer *

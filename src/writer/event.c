@@ -10,16 +10,16 @@
 #include <string.h>
 #include <time.h>
 
-#include "buf.h"
-#include "envelope.h"
-#include "error.h"
-#include "fields.h"
-#include "payload.h"
-#include "subject.h"
-#include "uuid7.h"
+#include "common/buf.h"
+#include "common/error.h"
+#include "common/uuid7.h"
+#include "envelope/envelope.h"
+#include "envelope/fields.h"
+#include "envelope/payload.h"
+#include "envelope/subject.h"
 #include "writer_internal.h"
 
-#include "banned.h" /* last: poisons unsafe functions */
+#include "common/banned.h" /* last: poisons unsafe functions */
 
 struct outbox_event {
     char id[OBX_UUID_TEXT_LEN + 1];
@@ -272,14 +272,14 @@ obx_event_envelope(outbox_event *ev, const char **json, size_t *len, outbox_erro
     }
     if (!ev->envelope_fresh) {
         f = (struct obx_envelope_fields){
-            .id = ev->id,
-            .event_type = ev->event_type,
-            .aggregate_type = ev->aggregate_type,
-            .aggregate_id = ev->aggregate_id,
-            .tenant_id = ev->tenant_id,
-            .occurred_at = ev->occurred_at,
-            .data_subject = ev->data_subject,
-            .traceparent = ev->traceparent,
+            .head = {.id = ev->id,
+                     .event_type = ev->event_type,
+                     .aggregate_type = ev->aggregate_type,
+                     .aggregate_id = ev->aggregate_id,
+                     .tenant_id = ev->tenant_id,
+                     .occurred_at = ev->occurred_at,
+                     .data_subject = ev->data_subject,
+                     .traceparent = ev->traceparent},
             .payload_json = ev->payload_json,
             .payload_len = ev->payload_len,
         };

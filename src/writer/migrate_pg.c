@@ -13,11 +13,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "error.h"
-#include "sql.h"
+#include "common/error.h"
+#include "common/error_pg.h"
+#include "common/sql.h"
 #include "sql_gen.h"
 
-#include "banned.h" /* last: poisons unsafe functions */
+#include "common/banned.h" /* last: poisons unsafe functions */
 
 /* First half of the advisory lock key: "obxm"; the second is the schema's hash. */
 #define MIGRATE_LOCK_CLASS "1868724333"

@@ -4,7 +4,7 @@
  */
 #include "outbox/outbox.h"
 
-#include "banned.h" /* last: poisons unsafe functions */
+#include "common/banned.h" /* last: poisons unsafe functions */
 
 const char *
 outbox_version(void)

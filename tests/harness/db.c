@@ -22,7 +22,7 @@
 #include "harness.h"
 #include "outbox/outbox.h"
 
-#include "banned.h" /* last: poisons unsafe functions */
+#include "common/banned.h" /* last: poisons unsafe functions */
 
 enum { MAX_FRESH = 32 };
 

@@ -19,8 +19,8 @@
 
 #include <libpq-fe.h>
 
-#include "devserver_nats.h"
-#include "devserver_pg.h"
+#include "devserver/devserver_nats.h"
+#include "devserver/devserver_pg.h"
 
 #define HX_ENV_DIR  "OBX_HARNESS_DIR"
 #define HX_ENV_PG   "OUTBOX_TEST_DATABASE_URL"

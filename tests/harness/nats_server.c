@@ -21,11 +21,11 @@
 #include <criterion/criterion.h>
 #include <nats/nats.h>
 
-#include "devserver_nats.h"
-#include "devserver_probe.h"
+#include "devserver/devserver_nats.h"
+#include "devserver/devserver_probe.h"
 #include "harness.h"
 
-#include "banned.h" /* last: poisons unsafe functions */
+#include "common/banned.h" /* last: poisons unsafe functions */
 
 enum { NATS_STOP_TIMEOUT_MS = 10 * 1000, MAX_EXTRA = OBX_DEV_NATS_MAX_EXTRA };
 

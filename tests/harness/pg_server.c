@@ -15,10 +15,10 @@
 
 #include <criterion/criterion.h>
 
-#include "devserver_pg.h"
+#include "devserver/devserver_pg.h"
 #include "harness.h"
 
-#include "banned.h" /* last: poisons unsafe functions */
+#include "common/banned.h" /* last: poisons unsafe functions */
 
 int
 hx_pg_boot(const char *run_dir, struct hx_state *st, char *err, size_t len)

@@ -16,10 +16,10 @@
 
 #include <criterion/criterion.h>
 
-#include "devserver_probe.h"
+#include "devserver/devserver_probe.h"
 #include "harness.h"
 
-#include "banned.h" /* last: poisons unsafe functions */
+#include "common/banned.h" /* last: poisons unsafe functions */
 
 enum { PROXY_START_TIMEOUT_MS = 10 * 1000, PROXY_SIGNAL_TIMEOUT_MS = 5 * 1000 };
 

@@ -14,10 +14,10 @@
 #include <stdio.h>
 #include <unistd.h>
 
-#include "devserver_reaper.h"
+#include "devserver/devserver_reaper.h"
 #include "harness.h"
 
-#include "banned.h" /* last: poisons unsafe functions */
+#include "common/banned.h" /* last: poisons unsafe functions */
 
 #define REAPER_ENV "OBX_HARNESS_REAPER"
 

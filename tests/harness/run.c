@@ -27,10 +27,10 @@
 
 #include <criterion/criterion.h>
 
-#include "devserver_probe.h"
+#include "devserver/devserver_probe.h"
 #include "harness.h"
 
-#include "banned.h" /* last: poisons unsafe functions */
+#include "common/banned.h" /* last: poisons unsafe functions */
 
 _Static_assert(sizeof(pid_t) == sizeof(int), "pids are stored as int fields");
 

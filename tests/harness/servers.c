@@ -48,12 +48,12 @@
 #include <criterion/hooks.h>
 #include <criterion/internal/ordered-set.h>
 
-#include "devserver_pg.h"
-#include "devserver_probe.h"
-#include "devserver_reaper.h"
+#include "devserver/devserver_pg.h"
+#include "devserver/devserver_probe.h"
+#include "devserver/devserver_reaper.h"
 #include "harness.h"
 
-#include "banned.h" /* last: poisons unsafe functions */
+#include "common/banned.h" /* last: poisons unsafe functions */
 
 static char run_dir[512];
 

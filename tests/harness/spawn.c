@@ -25,11 +25,11 @@
 
 #include <criterion/criterion.h>
 
-#include "devserver_exec.h"
-#include "devserver_probe.h"
+#include "devserver/devserver_exec.h"
+#include "devserver/devserver_probe.h"
 #include "harness.h"
 
-#include "banned.h" /* last: poisons unsafe functions */
+#include "common/banned.h" /* last: poisons unsafe functions */
 
 enum { MAX_LIVE = 64, MAX_BINS = 16 };
 

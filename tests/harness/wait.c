@@ -9,35 +9,35 @@
  */
 #include "harness_int.h"
 
-#include "devserver_probe.h"
+#include "devserver/devserver_probe.h"
 #include "harness.h"
 
-#include "banned.h" /* last: poisons unsafe functions */
+#include "common/banned.h" /* last: poisons unsafe functions */
 
 long long
 harness_now_ms(void)
 {
-    return obx_dev_now_ms();
+    return obx_monotonic_ms();
 }
 
 void
 harness_sleep_ms(int ms)
 {
-    obx_dev_sleep_ms(ms);
+    obx_sleep_ms(ms);
 }
 
 int
 harness_wait_until(int (*cond)(void *), void *arg, int timeout_ms)
 {
-    long long deadline = obx_dev_now_ms() + timeout_ms;
+    long long deadline = obx_monotonic_ms() + timeout_ms;
 
     for (;;) {
         if (cond(arg)) {
             return 1;
         }
-        if (obx_dev_now_ms() >= deadline) {
+        if (obx_monotonic_ms() >= deadline) {
             return 0;
         }
-        obx_dev_sleep_ms(10);
+        obx_sleep_ms(10);
     }
 }

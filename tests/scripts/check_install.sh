@@ -24,7 +24,7 @@ run() {
 cmake -S "$consumer_src" -B "$work/cmake" -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
 cmake --build "$work/cmake" >/dev/null
 run "$work/cmake/writer_only" | grep -q '"schema_version":1'
-run "$work/cmake/with_worker" | grep -q 'worker ok'
+run "$work/cmake/with_worker" | grep -q 'worker ok OUTBOX_OK batch_size=250'
 if ldd "$work/cmake/writer_only" | grep -q libnats; then
   echo "FAIL writer_only links libnats"
   exit 1
@@ -34,5 +34,5 @@ export PKG_CONFIG_PATH=$libdir/pkgconfig
 cc -o "$work/pc_writer" "$consumer_src/writer_only.c" $(pkg-config --cflags --libs outbox)
 cc -o "$work/pc_worker" "$consumer_src/with_worker.c" $(pkg-config --cflags --libs outbox-worker)
 run "$work/pc_writer" | grep -q '"schema_version":1'
-run "$work/pc_worker" | grep -q 'worker ok'
+run "$work/pc_worker" | grep -q 'worker ok OUTBOX_OK batch_size=250'
 echo "installed package works through find_package(outbox) and pkg-config"

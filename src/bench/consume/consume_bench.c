@@ -1,0 +1,161 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * consume_bench.c - `outbox-bench consume`: handled events per second for
+ * a SQL handler (in the ledger transaction) with 1, 2 and 4 replicas on
+ * JetStream and on the DB backend, against the raw JetStream pull
+ * fetch+ack rate of the same messages measured in the same run; then
+ * publish-to-handled latency at a fixed moderate rate.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "audit/stream_audit.h"
+#include "bench/bench.h"
+
+#include "common/banned.h" /* last: poisons unsafe functions */
+
+struct consume_case {
+    outbox_bus_kind bus;
+    int replicas;
+    int batch; /* fetch / lease size, at most 1000 */
+    const char *stream, *prefix;
+    long long events;
+    double seconds;     /* filled: first fetch to last handled */
+    long long finished; /* filled: events handled */
+    int complete;       /* filled: 0 when the time limit ran out first */
+};
+
+static void
+consumer_progress(struct obx_bench_workers *ws, long long *started, long long *done)
+{
+    *started = (long long)obx_bench_total(ws, OBX_BENCH_CONSUMERS, OUTBOX_CONSUMER_FETCHED);
+    *done = (long long)obx_bench_total(ws, OBX_BENCH_CONSUMERS, OUTBOX_CONSUMER_HANDLED);
+}
+
+/* From the first fetch until every event is handled; returns events/s. */
+static double
+run_consumers(const struct obx_bench_env *env, struct consume_case *c)
+{
+    struct obx_bench_workers ws = {0};
+    outbox_config *cfg = obx_bench_config(env, OUTBOX_CONFIG_CONSUMER);
+    struct obx_bench_run run;
+
+    obx_bench_set(cfg, "bus", c->bus == OUTBOX_BUS_DB ? "db" : "jetstream");
+    obx_bench_set(cfg, "stream", c->stream);
+    obx_bench_set(cfg, "subject_prefix", c->prefix);
+    obx_bench_set(cfg, "consumer_name", "bench");
+    obx_bench_set_int(cfg, "batch_size", c->batch);
+    obx_bench_set_int(cfg, "poll_max_ms", 200);
+    obx_bench_consumers_start(&ws, cfg, c->replicas, obx_bench_handler_sql);
+    outbox_config_free(cfg);
+    run = obx_bench_run_until(&ws, c->events, consumer_progress);
+    c->seconds = run.seconds;
+    c->finished = run.done;
+    c->complete = run.complete;
+    obx_bench_workers_stop(&ws);
+    return run.seconds > 0 ? (double)run.done / run.seconds : 0;
+}
+
+/* Loads the outbox and publishes it all with a relay (not timed). */
+static void
+publish_all(const struct obx_bench_env *env, PGconn *conn, struct consume_case *c)
+{
+    struct obx_bench_relay_case rc = {.replicas = 2, .batch = 500, .events = c->events};
+
+    obx_bench_preload(conn, c->events);
+    snprintf(rc.stream, sizeof(rc.stream), "%s", c->stream);
+    snprintf(rc.prefix, sizeof(rc.prefix), "%s", c->prefix);
+    if (obx_bench_stream_create(env->nats_url, c->stream, c->prefix) != 0) {
+        exit(1);
+    }
+    obx_bench_relay_case(env, &rc);
+}
+
+static void
+emit(const struct consume_case *c, const char *name, double rate, double raw, long long dups)
+{
+    json_t *line = json_pack("{s:s, s:s, s:i, s:i, s:I, s:f, s:f, s:I, s:s, s:I, s:b}", "bench",
+                             "consume", "case", name, "replicas", c->replicas, "batch", c->batch,
+                             "events", (json_int_t)c->events, "events_per_s", rate, "seconds",
+                             c->seconds, "effects_duplicated", (json_int_t)dups, "handler", "sql",
+                             "finished", (json_int_t)c->finished, "complete", c->complete);
+
+    if (raw > 0) {
+        json_object_set_new(line, "ratio_to_raw", json_real(rate / raw));
+    }
+    obx_bench_emit(line);
+}
+
+/* The JetStream cases; returns the raw fetch+ack rate measured on the first stream. */
+static double
+jetstream_cases(const struct obx_bench_env *env, PGconn *conn)
+{
+    static const int replicas[] = {1, 2, 4};
+    double raw = 0;
+
+    for (size_t i = 0; i < sizeof(replicas) / sizeof(replicas[0]); i++) {
+        struct consume_case c = {.bus = OUTBOX_BUS_JETSTREAM,
+                                 .replicas = replicas[i],
+                                 .stream = "BENCH_CONSUME",
+                                 .prefix = "benchcons",
+                                 .batch = env->batch > 1000 ? 1000 : env->batch,
+                                 .events = env->events};
+        double rate;
+
+        obx_bench_effects_reset(conn);
+        publish_all(env, conn, &c);
+        if (i == 0 &&
+            obx_bench_raw_fetch_ack(env->nats_url, c.stream, "benchcons.>", c.events, &raw) == 0) {
+            obx_bench_emit(json_pack("{s:s, s:s, s:f, s:I, s:i}", "bench", "consume", "case",
+                                     "raw_fetch_ack", "events_per_s", raw, "events",
+                                     (json_int_t)c.events, "fetch_batch", 256));
+        }
+        rate = run_consumers(env, &c);
+        emit(&c, "consume_jetstream", rate, raw, obx_bench_effects_duplicated(conn));
+        obx_bench_stream_delete(env->nats_url, c.stream);
+    }
+    return raw;
+}
+
+static void
+db_cases(const struct obx_bench_env *env, PGconn *conn)
+{
+    static const int replicas[] = {1, 2, 4};
+
+    for (size_t i = 0; i < sizeof(replicas) / sizeof(replicas[0]); i++) {
+        struct consume_case c = {.bus = OUTBOX_BUS_DB,
+                                 .replicas = replicas[i],
+                                 .events = env->events,
+                                 .batch = env->batch > 1000 ? 1000 : env->batch,
+                                 .stream = "-",
+                                 .prefix = "events"};
+        double rate;
+
+        obx_bench_effects_reset(conn);
+        obx_bench_preload(conn, c.events);
+        rate = run_consumers(env, &c);
+        emit(&c, "consume_db", rate, 0, obx_bench_effects_duplicated(conn));
+    }
+}
+
+int
+obx_bench_consume(const struct obx_bench_env *env)
+{
+    PGconn *conn = obx_bench_connect(env);
+    double p50, p99;
+    long long samples;
+
+    jetstream_cases(env, conn);
+    db_cases(env, conn);
+    obx_bench_effects_reset(conn);
+    if (obx_bench_consume_latency(env, conn, 1000, env->seconds * 3, &p50, &p99, &samples) == 0) {
+        obx_bench_emit(json_pack("{s:s, s:s, s:i, s:f, s:f, s:I, s:i}", "bench", "consume", "case",
+                                 "latency", "rate", 1000, "p50_ms", p50, "p99_ms", p99, "samples",
+                                 (json_int_t)samples, "replicas", 1));
+    }
+    obx_bench_effects_reset(conn);
+    obx_bench_close(conn);
+    return 0;
+}

@@ -1,0 +1,222 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * enqueue_pg.c - `outbox-bench enqueue`: the writer's cost against raw
+ * INSERTs of an equivalent row, in the same run.
+ *
+ * Single: a business transaction (BEGIN; INSERT a ~400-byte row into a
+ * business table; COMMIT) measured alone, with one raw INSERT of an
+ * equivalent outbox row, and with one outbox_enqueue(); each reports its
+ * overhead on the business transaction. Batch: 100 rows per transaction,
+ * a raw multi-row INSERT against outbox_enqueue_batch().
+ * The raw table has the outbox's columns, defaults and indexes but none of
+ * its row rules: the difference is what pgoutbox adds.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uuid/uuid.h>
+
+#include "bench/bench.h"
+#include "common/buf.h"
+#include "outbox/outbox.h"
+
+#include "common/banned.h" /* last: poisons unsafe functions */
+
+enum { BATCH = 100, CASES = 5 };
+
+static const char business_row[] =
+    "INSERT INTO bench_business (id, body) VALUES (gen_random_uuid(), repeat('x', 400))";
+
+struct bench_state {
+    PGconn *conn;
+    outbox_event *events[BATCH];
+};
+
+static void
+setup(PGconn *conn)
+{
+    obx_bench_exec(conn, "DROP TABLE IF EXISTS bench_business, bench_raw_events");
+    obx_bench_exec(conn, "CREATE TABLE bench_business (id uuid PRIMARY KEY, body text)");
+    obx_bench_exec(conn, "CREATE TABLE bench_raw_events (LIKE outbox.events INCLUDING DEFAULTS "
+                         "INCLUDING INDEXES INCLUDING STORAGE)");
+    obx_bench_exec(conn, "TRUNCATE outbox.events");
+}
+
+static void
+check_ok(outbox_status st, const outbox_error *err)
+{
+    if (st != OUTBOX_OK) {
+        fprintf(stderr, "outbox-bench: enqueue failed: %s\n", err->message);
+        exit(1);
+    }
+}
+
+/* One "($n,'movie',$n+1,'review.logged',$n+2::jsonb)" tuple of the raw INSERT. */
+static void
+raw_row_values(struct obx_buf *b, int first_param)
+{
+    obx_buf_appendf(b, "%s($%d,'movie',$%d,'review.logged',$%d::jsonb)", first_param > 1 ? "," : "",
+                    first_param, first_param + 1, first_param + 2);
+}
+
+/* The home-grown equivalent: a hand-built envelope and a plain parameterized INSERT. */
+static void
+raw_insert(PGconn *conn, int rows)
+{
+    struct obx_buf sql;
+    const char **params = calloc((size_t)rows * 3, sizeof(*params));
+    char(*ids)[37] = calloc((size_t)rows, 37), (*aggs)[37] = calloc((size_t)rows, 37);
+    char **envs = calloc((size_t)rows, sizeof(*envs));
+    PGresult *res;
+
+    obx_buf_init(&sql);
+    obx_buf_append_str(&sql, "INSERT INTO bench_raw_events (id, aggregate_type, aggregate_id, "
+                             "event_type, envelope) VALUES ");
+    for (int i = 0; i < rows; i++) {
+        uuid_t id, agg;
+        struct obx_buf env;
+
+        uuid_generate_time(id);
+        uuid_generate_random(agg);
+        uuid_unparse_lower(id, ids[i]);
+        uuid_unparse_lower(agg, aggs[i]);
+        obx_buf_init(&env);
+        obx_buf_appendf(&env,
+                        "{\"id\":\"%s\",\"event_type\":\"review.logged\",\"aggregate_type\":"
+                        "\"movie\",\"aggregate_id\":\"%s\",\"occurred_at\":"
+                        "\"2026-11-29T09:41:56.123Z\",\"schema_version\":1,\"payload\":%s}",
+                        ids[i], aggs[i], obx_bench_payload);
+        envs[i] = obx_buf_take(&env);
+        params[3 * i] = ids[i];
+        params[3 * i + 1] = aggs[i];
+        params[3 * i + 2] = envs[i];
+        raw_row_values(&sql, 3 * i + 1);
+    }
+    res = PQexecParams(conn, sql.data, rows * 3, NULL, params, NULL, NULL, 0);
+    if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+        fprintf(stderr, "outbox-bench: raw insert failed: %s", PQresultErrorMessage(res));
+        exit(1);
+    }
+    PQclear(res);
+    for (int i = 0; i < rows; i++) {
+        free(envs[i]);
+    }
+    free(envs);
+    free(ids);
+    free(aggs);
+    free(params);
+    obx_buf_fini(&sql);
+}
+
+/* One transaction of case `which`; returns the events it wrote. */
+static int
+run_once(struct bench_state *s, int which)
+{
+    outbox_error err;
+    int events = 0;
+
+    obx_bench_exec(s->conn, "BEGIN");
+    switch (which) {
+    case 0: /* business_only */
+        obx_bench_exec(s->conn, business_row);
+        break;
+    case 1: /* raw_insert_single */
+        obx_bench_exec(s->conn, business_row);
+        raw_insert(s->conn, 1);
+        events = 1;
+        break;
+    case 2: /* enqueue_single */
+        obx_bench_exec(s->conn, business_row);
+        s->events[0] = obx_bench_event();
+        check_ok(outbox_enqueue(s->conn, s->events[0], &err), &err);
+        outbox_event_free(s->events[0]);
+        events = 1;
+        break;
+    case 3: /* raw_insert_batch */
+        raw_insert(s->conn, BATCH);
+        events = BATCH;
+        break;
+    default: /* enqueue_batch */
+        for (int i = 0; i < BATCH; i++) {
+            s->events[i] = obx_bench_event();
+        }
+        check_ok(outbox_enqueue_batch(s->conn, s->events, BATCH, &err), &err);
+        for (int i = 0; i < BATCH; i++) {
+            outbox_event_free(s->events[i]);
+        }
+        events = BATCH;
+        break;
+    }
+    obx_bench_exec(s->conn, "COMMIT");
+    return events;
+}
+
+/* Transactions per second of case `which` over `seconds`, and events per second. */
+static void
+measure(struct bench_state *s, int which, double seconds, double *tx_per_s, double *ev_per_s)
+{
+    double start = obx_bench_now(), elapsed;
+    long tx = 0, events = 0;
+
+    do {
+        events += run_once(s, which);
+        tx++;
+        elapsed = obx_bench_now() - start;
+    } while (elapsed < seconds);
+    *tx_per_s = (double)tx / elapsed;
+    *ev_per_s = (double)events / elapsed;
+}
+
+static const char *const case_names[CASES] = {
+    "business_only", "raw_insert_single", "enqueue_single", "raw_insert_batch", "enqueue_batch"};
+
+static void
+emit_results(double tx[CASES], double ev[CASES], const struct obx_bench_env *env)
+{
+    for (int c = 1; c < CASES; c++) {
+        json_t *line =
+            json_pack("{s:s, s:s, s:f, s:i, s:i, s:i, s:f}", "bench", "enqueue", "case",
+                      case_names[c], "events_per_s", ev[c], "batch", c >= 3 ? BATCH : 1, "clients",
+                      1, "rounds", env->rounds, "seconds_per_round", env->seconds);
+
+        if (c < 3) {
+            /* Time added to the business transaction, against that transaction alone. */
+            json_object_set_new(line, "business_only_tx_per_s", json_real(tx[0]));
+            json_object_set_new(line, "overhead_pct", json_real((tx[0] / tx[c] - 1.0) * 100.0));
+        }
+        if (c == 2 || c == 4) {
+            json_object_set_new(line, "ratio_to_raw", json_real(ev[c] / ev[c - 1]));
+        }
+        obx_bench_emit(line);
+    }
+}
+
+int
+obx_bench_enqueue(const struct obx_bench_env *env)
+{
+    struct bench_state s = {0};
+    double tx[CASES][OBX_BENCH_MAX_ROUNDS], ev[CASES][OBX_BENCH_MAX_ROUNDS];
+    double tx_med[CASES], ev_med[CASES];
+    int rounds = env->rounds; /* 1..OBX_BENCH_MAX_ROUNDS, checked by main */
+
+    s.conn = obx_bench_connect(env);
+    setup(s.conn);
+    for (int c = 0; c < CASES; c++) {
+        measure(&s, c, env->seconds / 4, &tx[c][0], &ev[c][0]); /* warm-up */
+    }
+    /* Interleaved rounds, so drift of a shared machine hits every case alike. */
+    for (int r = 0; r < rounds; r++) {
+        for (int c = 0; c < CASES; c++) {
+            measure(&s, c, env->seconds, &tx[c][r], &ev[c][r]);
+        }
+    }
+    for (int c = 0; c < CASES; c++) {
+        tx_med[c] = obx_bench_median(tx[c], rounds);
+        ev_med[c] = obx_bench_median(ev[c], rounds);
+    }
+    emit_results(tx_med, ev_med, env);
+    obx_bench_exec(s.conn, "DROP TABLE bench_business, bench_raw_events");
+    obx_bench_exec(s.conn, "TRUNCATE outbox.events");
+    PQfinish(s.conn);
+    return 0;
+}

@@ -1,0 +1,163 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * relay_bench.c - `outbox-bench relay`: the relay's end-to-end rate (rows
+ * committed -> acked and finished) with 1, 2 and 4 replicas in both modes,
+ * against the raw JetStream publish rate of the same messages measured in
+ * the same run; then commit-to-ack latency at a fixed moderate rate, and
+ * the sustained-load case (relays keeping up with busy writers).
+ *
+ * Replicas are threads here, each with its own database and NATS
+ * connections, exactly as separate processes would have.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "audit/stream_audit.h"
+#include "bench/bench.h"
+#include "bus/raw_publish.h"
+#include "outbox/worker.h"
+
+#include "common/banned.h" /* last: poisons unsafe functions */
+
+enum { WINDOW = 1024 };
+
+static void
+relay_progress(struct obx_bench_workers *ws, long long *started, long long *done)
+{
+    *started = (long long)obx_bench_total(ws, OBX_BENCH_RELAYS, OUTBOX_RELAY_LEASED);
+    *done = (long long)(obx_bench_total(ws, OBX_BENCH_RELAYS, OUTBOX_RELAY_PUBLISHED) +
+                        obx_bench_total(ws, OBX_BENCH_RELAYS, OUTBOX_RELAY_DEAD) +
+                        obx_bench_total(ws, OBX_BENCH_RELAYS, OUTBOX_RELAY_INVALID));
+}
+
+/*
+ * Runs one case on a preloaded outbox: the clock starts when the first row
+ * is leased and stops when every row is finished (or the limit runs out:
+ * then the rate is of what was finished, and `complete` says so).
+ */
+double
+obx_bench_relay_case(const struct obx_bench_env *env, struct obx_bench_relay_case *c)
+{
+    struct obx_bench_workers ws = {0};
+    outbox_config *cfg = obx_bench_config(env, OUTBOX_CONFIG_RELAY);
+    struct obx_bench_run run;
+
+    obx_bench_set(cfg, "stream", c->stream);
+    obx_bench_set(cfg, "subject_prefix", c->prefix);
+    obx_bench_set(cfg, "relay_mode", c->prune ? "prune" : "mark");
+    obx_bench_set_int(cfg, "batch_size", c->batch);
+    obx_bench_set_int(cfg, "max_in_flight", WINDOW);
+    obx_bench_relays_start(&ws, cfg, c->replicas);
+    outbox_config_free(cfg);
+    run = obx_bench_run_until(&ws, c->events, relay_progress);
+    c->seconds = run.seconds;
+    c->finished = run.done;
+    c->complete = run.complete;
+    c->duplicates = (long long)obx_bench_total(&ws, OBX_BENCH_RELAYS, OUTBOX_RELAY_DUPLICATES);
+    obx_bench_workers_stop(&ws);
+    return run.seconds > 0 ? (double)run.done / run.seconds : 0;
+}
+
+static double
+raw_rate(const struct obx_bench_env *env, long long events, size_t body_bytes)
+{
+    outbox_error err = {0};
+    double rate = 0;
+
+    if (obx_bench_stream_create(env->nats_url, "BENCH_RAW", "benchraw") != 0 ||
+        obx_raw_publish_rate(env->nats_url, "BENCH_RAW", "benchraw", (size_t)events, body_bytes,
+                             WINDOW, &rate, &err) != OUTBOX_OK) {
+        fprintf(stderr, "outbox-bench: raw publish failed: %s\n", err.message);
+        exit(1);
+    }
+    obx_bench_stream_delete(env->nats_url, "BENCH_RAW");
+    return rate;
+}
+
+/* Bytes of a stored envelope as the relay publishes it (PostgreSQL's text form). */
+static size_t
+published_body_bytes(PGconn *conn)
+{
+    long long n = obx_bench_scalar(conn, "SELECT octet_length(envelope::text) FROM outbox.events "
+                                         "LIMIT 1");
+
+    return n > 0 ? (size_t)n : 470;
+}
+
+static void
+emit_case(const struct obx_bench_relay_case *c, double rate, double raw, long long stream_msgs)
+{
+    obx_bench_emit(json_pack(
+        "{s:s, s:s, s:s, s:i, s:i, s:I, s:f, s:f, s:I, s:I, s:f, s:I, s:b}", "bench", "relay",
+        "case", "relay", "mode", c->prune ? "prune" : "mark", "replicas", c->replicas, "batch",
+        c->batch, "events", (json_int_t)c->events, "events_per_s", rate, "ratio_to_raw", rate / raw,
+        "stream_msgs", (json_int_t)stream_msgs, "duplicates_acked", (json_int_t)c->duplicates,
+        "seconds", c->seconds, "finished", (json_int_t)c->finished, "complete", c->complete));
+}
+
+/* One relay case on a fresh stream and a freshly loaded outbox; returns its rate. */
+static double
+measure_case(const struct obx_bench_env *env, PGconn *conn, struct obx_bench_relay_case *c,
+             long long *stream_msgs)
+{
+    double rate;
+
+    snprintf(c->stream, sizeof(c->stream), "BENCH_%s_%d", c->prune ? "PRUNE" : "MARK", c->replicas);
+    snprintf(c->prefix, sizeof(c->prefix), "bench%s%d", c->prune ? "p" : "m", c->replicas);
+    obx_bench_preload(conn, c->events);
+    if (obx_bench_stream_create(env->nats_url, c->stream, c->prefix) != 0) {
+        exit(1);
+    }
+    rate = obx_bench_relay_case(env, c);
+    *stream_msgs = obx_stream_message_count(env->nats_url, c->stream);
+    obx_bench_stream_delete(env->nats_url, c->stream);
+    return rate;
+}
+
+int
+obx_bench_relay(const struct obx_bench_env *env)
+{
+    enum { REPLICA_CASES = 3, CASES = 2 * REPLICA_CASES };
+    static const int replicas[REPLICA_CASES] = {1, 2, 4};
+    struct obx_bench_relay_case cases[CASES];
+    double rates[CASES];
+    long long stream_msgs[CASES];
+    PGconn *conn = obx_bench_connect(env);
+    double raw_before, raw_after, raw, best = 0, p50, p99;
+    long long samples;
+    size_t body;
+
+    obx_bench_preload(conn, 1);
+    body = published_body_bytes(conn);
+    /* A first run on a fresh nats-server is slow (file store warming up): not a baseline. */
+    (void)raw_rate(env, env->events / 4 > 1000 ? env->events / 4 : 1000, body);
+    raw_before = raw_rate(env, env->events, body);
+    for (int k = 0; k < CASES; k++) {
+        cases[k] = (struct obx_bench_relay_case){.replicas = replicas[k % REPLICA_CASES],
+                                                 .prune = k >= REPLICA_CASES,
+                                                 .batch = env->batch,
+                                                 .events = env->events};
+        rates[k] = measure_case(env, conn, &cases[k], &stream_msgs[k]);
+        best = rates[k] > best ? rates[k] : best;
+    }
+    raw_after = raw_rate(env, env->events, body);
+    /* Every ratio, the cases' and the summary's, reads against this one baseline. */
+    raw = (raw_before + raw_after) / 2;
+    for (int k = 0; k < CASES; k++) {
+        emit_case(&cases[k], rates[k], raw, stream_msgs[k]);
+    }
+    obx_bench_emit(json_pack("{s:s, s:s, s:f, s:f, s:f, s:I, s:I, s:i, s:f}", "bench", "relay",
+                             "case", "raw_publish", "events_per_s", raw, "before", raw_before,
+                             "after", raw_after, "events", (json_int_t)env->events, "body_bytes",
+                             (json_int_t)body, "window", WINDOW, "best_relay_ratio", best / raw));
+    if (obx_bench_relay_latency(env, 1000, env->seconds * 3, &p50, &p99, &samples) == 0) {
+        obx_bench_emit(json_pack("{s:s, s:s, s:i, s:f, s:f, s:I, s:i}", "bench", "relay", "case",
+                                 "latency", "rate", 1000, "p50_ms", p50, "p99_ms", p99, "samples",
+                                 (json_int_t)samples, "replicas", 1));
+    }
+    obx_bench_exec(conn, "TRUNCATE outbox.events");
+    obx_bench_close(conn);
+    return obx_bench_sustained(env);
+}

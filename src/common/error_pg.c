@@ -1,0 +1,84 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * error_pg.c - libpq's failures as outbox_error, classified by meaning:
+ * what the caller should do next, never where the error came from.
+ */
+#include "error_pg.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "error.h"
+
+#include "banned.h" /* last: poisons unsafe functions */
+
+/*
+ * SQLSTATEs that mean "the server is going away or cannot serve now":
+ * connection errors (08), out of resources (53), shutdown (57P01-03), and
+ * our own statement_timeout (57014) and lock_timeout (55P03). Retrying later
+ * is right for all of them, and none may spend an attempt.
+ */
+static int
+sqlstate_is_transient(const char *sqlstate)
+{
+    if (sqlstate == NULL || strlen(sqlstate) != 5) {
+        return 0;
+    }
+    return strncmp(sqlstate, "08", 2) == 0 || strncmp(sqlstate, "53", 2) == 0 ||
+           strcmp(sqlstate, "57P01") == 0 || strcmp(sqlstate, "57P02") == 0 ||
+           strcmp(sqlstate, "57P03") == 0 || strcmp(sqlstate, "57014") == 0 ||
+           strcmp(sqlstate, "55P03") == 0;
+}
+
+/* libpq messages end in a newline; ours never do. */
+static void
+trim_newline(char *s)
+{
+    size_t len = strlen(s);
+
+    while (len > 0 && (s[len - 1] == '\n' || s[len - 1] == ' ')) {
+        s[--len] = '\0';
+    }
+}
+
+outbox_status
+obx_fail_pg(outbox_error *err, PGconn *conn, const PGresult *res, const char *doing)
+{
+    const char *sqlstate = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+    const char *reason = res ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : NULL;
+    outbox_status code = OUTBOX_EDB;
+
+    if (conn == NULL || PQstatus(conn) == CONNECTION_BAD || sqlstate_is_transient(sqlstate)) {
+        code = OUTBOX_EUNAVAILABLE;
+    }
+    if (err == NULL || err->code != OUTBOX_OK) {
+        return code;
+    }
+    if (reason == NULL) {
+        reason = conn != NULL ? PQerrorMessage(conn) : "no connection";
+    }
+    if (reason[0] == '\0') {
+        reason = "connection lost";
+    }
+    obx_fail(err, code, "%s: %s", doing, reason);
+    trim_newline(err->message);
+    snprintf(err->sqlstate, sizeof(err->sqlstate), "%s", sqlstate ? sqlstate : "");
+    return code;
+}
+
+outbox_status
+obx_fail_pg_handler(outbox_error *err, PGconn *conn, const PGresult *res, const char *doing)
+{
+    const char *sqlstate = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+    outbox_status status = obx_fail_pg(err, conn, res, doing);
+    int timed_out = sqlstate != NULL && PQstatus(conn) == CONNECTION_OK &&
+                    (strcmp(sqlstate, "57014") == 0 || strcmp(sqlstate, "55P03") == 0);
+
+    if (status == OUTBOX_EDB || (status == OUTBOX_EUNAVAILABLE && timed_out)) {
+        status = OUTBOX_EREJECTED;
+        if (err != NULL && err->code != OUTBOX_OK) {
+            err->code = status;
+        }
+    }
+    return status;
+}

@@ -1,0 +1,205 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * settings.c - the settings table and finding a row by key or flag.
+ *
+ * Defaults are chosen for production; tests shorten leases, backoff and
+ * timeouts through the same keys. A row names the parts that take it, so
+ * a relay's configuration refuses a consumer-only key by name.
+ */
+#include "settings.h"
+
+#include <ctype.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "envelope/subject.h"
+
+#include "common/banned.h" /* last: poisons unsafe functions */
+
+/* NATS stream names become API subjects: one token, short. */
+static outbox_status
+stream_name_check(const char *name, outbox_error *err)
+{
+    size_t len = strlen(name);
+
+    if (len == 0 || len > 32 || !obx_token_valid(name, len)) {
+        return obx_fail(err, OUTBOX_EINVAL, "stream \"%.40s\" must be 1 to 32 of [A-Za-z0-9_-]",
+                        name);
+    }
+    return OUTBOX_OK;
+}
+
+static outbox_status
+consumer_name_check(const char *name, outbox_error *err)
+{
+    if (!obx_token_valid(name, strlen(name))) {
+        return obx_fail(err, OUTBOX_EINVAL,
+                        "consumer_name \"%.80s\" must be one token of "
+                        "[A-Za-z0-9_-]",
+                        name);
+    }
+    return OUTBOX_OK;
+}
+
+#define FIELD(name) offsetof(struct obx_config, name)
+#define STR(env, field, parts, def, check, help)                                \
+    {                                                                           \
+        env, OBX_SETTING_STR, FIELD(field), parts, def, 0, 0, NULL, check, help \
+    }
+#define INT(env, field, parts, def, lo, hi, help)                                \
+    {                                                                            \
+        env, OBX_SETTING_INT, FIELD(field), parts, def, lo, hi, NULL, NULL, help \
+    }
+#define CHOICE(env, field, parts, def, choices, help)                                \
+    {                                                                                \
+        env, OBX_SETTING_CHOICE, FIELD(field), parts, def, 0, 0, choices, NULL, help \
+    }
+
+enum {
+    W = OBX_FOR_WRITER,
+    R = OBX_FOR_RELAY,
+    C = OBX_FOR_CONSUMER,
+    P = OBX_FOR_PROGRAM,
+};
+
+/* A CHOICE's values are in the order of the public enum they stand for. */
+const struct obx_setting obx_settings[] = {
+    STR("OUTBOX_DATABASE_URL", database_url, R | C, NULL, NULL,
+        "PostgreSQL connection (libpq URL or key=value); the demo and bench start one if unset"),
+    STR("OUTBOX_NATS_URL", nats_url, R | C, "nats://127.0.0.1:4222", NULL,
+        "NATS server URL(s), comma-separated; tls:// for TLS"),
+    CHOICE("OUTBOX_BUS", bus, R | C, "jetstream", "jetstream|nats-core|db",
+           "jetstream (exactly once in the stream), nats-core (at most once), db (no broker)"),
+    STR("OUTBOX_SCHEMA", schema, W | R | C, "outbox", outbox_schema_name_check,
+        "schema of the outbox tables, [a-z_][a-z0-9_]{0,62}"),
+    CHOICE("OUTBOX_RELAY_MODE", relay_mode, R | C, "mark", "mark|prune",
+           "mark: keep published rows (status done) for replay; prune: delete them"),
+    INT("OUTBOX_MAX_ATTEMPTS", max_attempts, R | C, "10", 1, 1000,
+        "rejected publishes / handler failures before an event is dead-lettered"),
+    INT("OUTBOX_LEASE_SECONDS", lease_seconds, R | C, "60", 1, 3600,
+        "relay and DB-feed lease; another replica takes rows over after it"),
+    INT("OUTBOX_LEDGER_LEASE_SECONDS", ledger_lease_seconds, C, "1800", 1, 86400,
+        "consumer claim lease; a claim older than this is taken over"),
+    INT("OUTBOX_BATCH_SIZE", batch_size, R | C, "100", 1, 10000,
+        "rows per lease (and messages per fetch)"),
+    STR("OUTBOX_STREAM", stream, R | C, "EVENTS", stream_name_check, "JetStream stream name"),
+    STR("OUTBOX_SUBJECT_PREFIX", subject_prefix, R | C, "events", obx_subject_prefix_check,
+        "subject prefix: {prefix}.{aggregate_type}.{event_type}; the stream captures {prefix}.>"),
+    STR("OUTBOX_HTTP_ADDR", http_addr, P, NULL, NULL,
+        "host:port for /metrics, /healthz and /readyz; unset: no HTTP server"),
+    INT("OUTBOX_PUBLISH_TIMEOUT_MS", publish_timeout_ms, R, "5000", 100, 600000,
+        "how long the relay waits for acks before releasing the rows"),
+    INT("OUTBOX_MAX_IN_FLIGHT", max_in_flight, R, "1024", 1, 65536,
+        "async publish window (messages)"),
+    INT("OUTBOX_POLL_MAX_MS", poll_max_ms, R | C, "1000", 10, 60000,
+        "longest idle poll when no wake-up arrives"),
+    INT("OUTBOX_LISTEN", listen, R, "1", 0, 1,
+        "1: LISTEN for commit wake-ups; 0: poll only (behind PgBouncer transaction mode)"),
+    INT("OUTBOX_BACKOFF_BASE_MS", backoff_base_ms, R | C, "5000", 1, 3600000,
+        "first retry delay; doubles per failure (tests shorten it)"),
+    INT("OUTBOX_BACKOFF_CAP_MS", backoff_cap_ms, R | C, "300000", 1, 86400000,
+        "longest retry delay (jitter is +-10 %); at least OUTBOX_BACKOFF_BASE_MS"),
+    INT("OUTBOX_MAX_LEASE_EXPIRIES", max_lease_expiries, R, "5", 1, 1000,
+        "leases that run out with no outcome before a row is dead-lettered (crash loops)"),
+    INT("OUTBOX_RETENTION_HOURS", retention_hours, R | C, "24", 0, 8760,
+        "mark mode: published (or, with OUTBOX_BUS=db, handled) rows are deleted after this"),
+    INT("OUTBOX_LEDGER_RETENTION_DAYS", ledger_retention_days, C, "30", 1, 3650,
+        "consumer ledger rows are deleted after this (not below the stream's max age)"),
+    INT("OUTBOX_DRAIN_TIMEOUT_SECONDS", drain_timeout_seconds, P, "10", 0, 600,
+        "on SIGTERM: finish or release held work within this"),
+    INT("OUTBOX_STREAM_MAX_AGE_SECONDS", stream_max_age_seconds, R | C, "604800", 0, 3153600000LL,
+        "stream max_age when the stream is created (0: unlimited)"),
+    INT("OUTBOX_STREAM_MAX_BYTES", stream_max_bytes, R, "-1", -1, 4611686018427387904LL,
+        "stream max_bytes when the stream is created (-1: unlimited)"),
+    INT("OUTBOX_DUPLICATE_WINDOW_SECONDS", duplicate_window_seconds, R, "3600", 1, 604800,
+        "stream duplicate_window; updated in place on an existing stream"),
+    INT("OUTBOX_MAX_ENVELOPE_BYTES", max_envelope_bytes, W, "524288", 1024, 67108864,
+        "envelope size limit of the C writer (and the demo's writers)"),
+    STR("OUTBOX_CONSUMER_NAME", consumer_name, C, "outbox", consumer_name_check,
+        "durable JetStream consumer shared by consumer replicas (one per consumer group)"),
+    INT("OUTBOX_ACK_WAIT_SECONDS", ack_wait_seconds, C, "60", 1, 86400,
+        "JetStream ack_wait: an unsettled message is redelivered after it"),
+    INT("OUTBOX_MAX_DELIVER", max_deliver, C, "-1", -1, 1000000000,
+        "JetStream max_deliver, a safety net only (-1: unlimited; attempts live in the ledger)"),
+    INT("OUTBOX_HANDLER_TIMEOUT_SECONDS", handler_timeout_seconds, P, "300", 1, 86400,
+        "an exec: handler running longer is killed and counts as failed"),
+    STR("OUTBOX_CE_SOURCE", ce_source, R, "pgoutbox", NULL, "CloudEvents ce-source header"),
+    STR("OUTBOX_NATS_CREDS", nats_creds, R | C, NULL, NULL, "NATS credentials file (.creds)"),
+    STR("OUTBOX_NATS_TLS_CA", nats_tls_ca, R | C, NULL, NULL, "CA file to verify the NATS server"),
+    STR("OUTBOX_NATS_TLS_CERT", nats_tls_cert, R | C, NULL, NULL,
+        "client certificate for NATS TLS"),
+    STR("OUTBOX_NATS_TLS_KEY", nats_tls_key, R | C, NULL, NULL, "client key for NATS TLS"),
+    CHOICE("OUTBOX_LOG_LEVEL", log_level, P, "info", "debug|info|warn|error", "least level logged"),
+    STR("OUTBOX_NAME", name, R | C, NULL, NULL,
+        "replica name in logs and server views; default host-pid"),
+};
+
+const size_t obx_settings_count = sizeof(obx_settings) / sizeof(obx_settings[0]);
+
+/* The row's name after OUTBOX_, lower-case, with `sep` for each underscore. */
+static void
+derive(const struct obx_setting *s, char sep, char *out, size_t cap)
+{
+    size_t w = 0;
+
+    for (const char *p = s->env + strlen("OUTBOX_"); *p && w + 1 < cap; p++) {
+        out[w++] = *p == '_' ? sep : (char)tolower((unsigned char)*p);
+    }
+    out[w] = '\0';
+}
+
+void
+obx_setting_key(const struct obx_setting *s, char *out, size_t cap)
+{
+    derive(s, '_', out, cap);
+}
+
+void
+obx_setting_flag(const struct obx_setting *s, char *out, size_t cap)
+{
+    derive(s, '-', out, cap);
+}
+
+static const struct obx_setting *
+find(char sep, const char *name, size_t len)
+{
+    char derived[64];
+
+    for (size_t i = 0; i < obx_settings_count; i++) {
+        derive(&obx_settings[i], sep, derived, sizeof(derived));
+        if (strlen(derived) == len && strncmp(derived, name, len) == 0) {
+            return &obx_settings[i];
+        }
+    }
+    return NULL;
+}
+
+const struct obx_setting *
+obx_setting_by_key(const char *key)
+{
+    return key != NULL ? find('_', key, strlen(key)) : NULL;
+}
+
+const struct obx_setting *
+obx_setting_by_flag(const char *flag, size_t len)
+{
+    return find('-', flag, len);
+}
+
+int
+obx_setting_choice_index(const struct obx_setting *s, const char *value)
+{
+    size_t len = strlen(value);
+    int index = 0;
+
+    for (const char *p = s->choices; p != NULL && *p; index++) {
+        const char *bar = strchr(p, '|');
+        size_t n = bar ? (size_t)(bar - p) : strlen(p);
+
+        if (n == len && strncmp(p, value, n) == 0) {
+            return index;
+        }
+        p = bar ? bar + 1 : NULL;
+    }
+    return -1;
+}

@@ -1,0 +1,441 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * consumer.c - the consumer loop: fetch a batch, offer it to every
+ * handler through the ledger, settle each message once.
+ *
+ * No SQL text and no nats.c types here: the ledger and the feed do the
+ * I/O. Outages are states: the loop pauses with a growing delay, logs each
+ * change once, and resumes by itself; a message that could not be handled
+ * because of an outage is redelivered and spends no attempt.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/error.h"
+#include "consumer_internal.h"
+#include "consumer_offer.h"
+#include "store/store.h"
+#include "support/log.h"
+#include "support/pause.h"
+
+#include "common/banned.h" /* last: poisons unsafe functions */
+
+enum {
+    MAINTENANCE_EVERY_MS = 5 * 60 * 1000,
+    PRUNE_BATCH_ROWS = 1000,
+    PRUNE_BATCHES_PER_PASS = 20,
+};
+
+/* The ledger's connection broke: the next turn reconnects it. */
+static void
+drop_ledger(struct outbox_consumer *c, const outbox_error *why)
+{
+    obx_worker_link_down(&c->w, &c->db, why->message);
+}
+
+/*
+ * The feed's server is away. The feed reconnects by itself on its next
+ * call, so it is kept (closing it would strand the batch in hand); the
+ * loop only records the state change and pauses.
+ */
+static void
+feed_down(struct outbox_consumer *c, const outbox_error *why)
+{
+    obx_worker_link_down(&c->w, &c->feed_link, why->message);
+}
+
+static int
+ensure_ledger(struct outbox_consumer *c)
+{
+    struct obx_store_options so = {.conninfo = c->w.cfg.database_url,
+                                   .schema = c->w.cfg.schema,
+                                   .application_name = "outboxd-consumer"};
+    outbox_error err = {0};
+    outbox_status st;
+    char detail[96];
+
+    if (c->db.up) {
+        return 1;
+    }
+    /* Opened once; after that the same ledger (its statements rendered for the schema)
+     * only reconnects. */
+    st = c->ledger == NULL ? obx_ledger_open(&so, &c->ledger, &err)
+                           : obx_ledger_reconnect(c->ledger, &err);
+    if (st == OUTBOX_OK) {
+        snprintf(detail, sizeof(detail), "schema=%s", c->w.cfg.schema);
+        obx_worker_link_up(&c->w, &c->db, "connected", detail);
+        return 1;
+    }
+    obx_worker_link_down(&c->w, &c->db, err.message);
+    obx_worker_link_wait(&c->w, &c->db);
+    return 0;
+}
+
+static outbox_status
+open_feed(struct outbox_consumer *c, outbox_error *err)
+{
+    const struct obx_config *o = &c->w.cfg;
+    struct obx_feed_options fo = {
+        .database_url = o->database_url,
+        .schema = o->schema,
+        .lease_seconds = o->lease_seconds,
+        .prune = o->relay_mode == OUTBOX_RELAY_PRUNE,
+        .nats_url = o->nats_url,
+        .stream = o->stream,
+        .subject_prefix = o->subject_prefix,
+        .consumer_name = o->consumer_name,
+        .ack_wait_seconds = o->ack_wait_seconds,
+        .max_deliver = o->max_deliver,
+        /* Enough for every replica's batch in flight, with room for redeliveries. */
+        .max_ack_pending = o->batch_size * 20 > 1000 ? o->batch_size * 20 : 1000,
+        .name = c->w.name,
+        .creds_file = o->nats_creds,
+        .tls_ca_file = o->nats_tls_ca,
+        .tls_cert_file = o->nats_tls_cert,
+        .tls_key_file = o->nats_tls_key,
+        /* A stream the feed creates gets the relay's settings (DESIGN.md "External contract"). */
+        .stream_max_age_seconds = o->stream_max_age_seconds,
+    };
+
+    return o->bus == OUTBOX_BUS_DB ? obx_feed_db_open(&fo, &c->feed, err)
+                                   : obx_feed_nats_open(&fo, &c->feed, err);
+}
+
+static int
+ensure_feed(struct outbox_consumer *c)
+{
+    outbox_error err = {0};
+    char detail[160];
+
+    if (c->feed != NULL) {
+        return 1;
+    }
+    if (open_feed(c, &err) == OUTBOX_OK) {
+        snprintf(detail, sizeof(detail), "bus=%s consumer_name=%s",
+                 c->w.cfg.bus == OUTBOX_BUS_DB ? "db" : "jetstream", c->w.cfg.consumer_name);
+        obx_worker_link_up(&c->w, &c->feed_link, "ready", detail);
+        return 1;
+    }
+    c->feed = NULL;
+    obx_worker_link_down(&c->w, &c->feed_link, err.message);
+    obx_worker_link_wait(&c->w, &c->feed_link);
+    return 0;
+}
+
+/*
+ * Parses every envelope: the ledger is keyed by the envelope's own id, not
+ * by Nats-Msg-Id, so an event republished under a new message id (a replay
+ * outside the duplicate window) is still recognized as handled. A message
+ * that is not a valid envelope cannot be claimed, so nothing may run it.
+ */
+static void
+read_envelopes(struct outbox_consumer *c, const struct obx_feed_batch *b, struct obx_msg_verdict *v)
+{
+    for (size_t i = 0; i < b->count; i++) {
+        const struct obx_feed_msg *m = &b->msgs[i];
+        outbox_error err = {0};
+
+        if (m->envelope == NULL || obx_envelope_parse(m->envelope, m->envelope_len, SIZE_MAX,
+                                                      &v[i].env, &err) != OUTBOX_OK) {
+            v[i].bad = 1;
+            obx_log(OUTBOX_LOG_WARN,
+                    "message is not a valid envelope, terminated consumer=%s message_id=%s "
+                    "subject=%s reason=\"%s\"",
+                    c->w.name, m->event_id ? m->event_id : "", m->subject ? m->subject : "",
+                    err.message);
+            continue;
+        }
+        v[i].event_id = v[i].env.head.id;
+        v[i].aggregate_id = v[i].env.head.aggregate_id;
+    }
+}
+
+/* Every message comes back later; the ledger turns what was settled into skips. */
+static void
+redeliver_all(struct obx_feed_batch *b, struct obx_msg_verdict *v)
+{
+    for (size_t i = 0; i < b->count; i++) {
+        obx_verdict_nak(&v[i], OBX_LEDGER_OUTAGE_RETRY_MS);
+    }
+}
+
+/*
+ * Every handler, in registration order; a ledger outage stops the rest for
+ * this batch. An offer that failed part way may have left events it had
+ * freed but not settled: the whole batch is redelivered, never acked past them.
+ */
+/* The offer's counts reach the statistics under one lock. */
+static void
+add_tally(struct outbox_consumer *c, const struct obx_offer_tally *t)
+{
+    const struct obx_worker_add adds[] = {
+        {OUTBOX_CONSUMER_HANDLED, t->handled},
+        {OUTBOX_CONSUMER_SKIPPED, t->skipped},
+        {OUTBOX_CONSUMER_DEFERRED, t->deferred},
+        {OUTBOX_CONSUMER_FAILED, t->failed},
+        {OUTBOX_CONSUMER_RETRIED, t->retried},
+        {OUTBOX_CONSUMER_DEAD, t->dead},
+        {OUTBOX_CONSUMER_LEDGER_ERRORS, t->ledger_errors},
+    };
+
+    obx_worker_count_all(&c->w, adds, sizeof(adds) / sizeof(adds[0]));
+}
+
+static void
+offer_to_handlers(struct outbox_consumer *c, struct obx_feed_batch *b, struct obx_msg_verdict *v)
+{
+    for (int h = 0; h < c->handler_count; h++) {
+        struct obx_offer_env env = {
+            .ledger = c->ledger, .feed = c->feed, .cfg = &c->w.cfg, .jitter_seed = &c->jitter_seed};
+        struct obx_offer_tally tally = {0};
+        outbox_error err = {0};
+        outbox_status st;
+
+        if (!c->db.up) {
+            redeliver_all(b, v);
+            obx_worker_count(&c->w, OUTBOX_CONSUMER_LEDGER_ERRORS, b->count);
+            return;
+        }
+        st = obx_consumer_offer(&env, &c->handlers[h], b, v, &tally, &err);
+        add_tally(c, &tally);
+        if (st != OUTBOX_OK) {
+            redeliver_all(b, v);
+            if (err.code == OUTBOX_EUNAVAILABLE) {
+                drop_ledger(c, &err);
+            } else {
+                obx_log(OUTBOX_LOG_ERROR,
+                        "ledger error consumer=%s handler=%s error=\"%s\" "
+                        "sqlstate=%s",
+                        c->w.name, c->handlers[h].name, err.message, err.sqlstate);
+            }
+        }
+    }
+}
+
+/*
+ * One settle per message: redeliver if any handler must see it again, else
+ * done. Returns the feed's status; the caller drops an unavailable feed
+ * only after finishing the batch, whose messages still use its connection.
+ */
+static outbox_status
+settle(struct outbox_consumer *c, struct obx_feed_batch *b, const struct obx_msg_verdict *v,
+       outbox_error *err)
+{
+    enum obx_settle *what = calloc(b->count, sizeof(*what));
+    long long *delay = calloc(b->count, sizeof(*delay));
+    outbox_status st;
+
+    if (what == NULL || delay == NULL) {
+        free(what);
+        free(delay);
+        return OUTBOX_OK; /* out of memory: the server redelivers after ack_wait */
+    }
+    for (size_t i = 0; i < b->count; i++) {
+        what[i] = OBX_SETTLE_ACK;
+        if (v[i].nak) {
+            what[i] = OBX_SETTLE_NAK;
+            delay[i] = v[i].nak_delay_ms;
+        } else if (v[i].bad || (v[i].matched > 0 && v[i].dead == v[i].matched)) {
+            what[i] = OBX_SETTLE_TERM;
+        }
+    }
+    st = c->feed->ops->settle(c->feed, b, what, delay, err);
+    free(what);
+    free(delay);
+    return st;
+}
+
+/*
+ * With no relay (OUTBOX_BUS=db, mark mode) the consumers are the ones who
+ * remove handled outbox rows after the retention, through a short-lived
+ * store connection.
+ */
+static void
+prune_outbox(struct outbox_consumer *c)
+{
+    struct obx_store_options so = {.conninfo = c->w.cfg.database_url,
+                                   .schema = c->w.cfg.schema,
+                                   .application_name = "outboxd-consumer"};
+    struct obx_store *store = NULL;
+    size_t deleted = PRUNE_BATCH_ROWS;
+    outbox_error err = {0};
+
+    if (c->w.cfg.bus != OUTBOX_BUS_DB || c->w.cfg.relay_mode != OUTBOX_RELAY_MARK ||
+        obx_store_open(&so, &store, &err) != OUTBOX_OK) {
+        return;
+    }
+    for (int i = 0; i < PRUNE_BATCHES_PER_PASS && deleted == PRUNE_BATCH_ROWS; i++) {
+        if (obx_store_prune_done(store, c->w.cfg.retention_hours * 3600, PRUNE_BATCH_ROWS, &deleted,
+                                 &err) != OUTBOX_OK) {
+            break;
+        }
+    }
+    obx_store_close(store);
+}
+
+/* Ledger rows (and, on the DB backend, outbox rows) older than the retention go. */
+static void
+maybe_maintain(struct outbox_consumer *c)
+{
+    long long now = obx_monotonic_ms();
+    size_t deleted = PRUNE_BATCH_ROWS;
+    outbox_error err = {0};
+
+    if (now < c->next_maintenance_ms || !c->db.up) {
+        return;
+    }
+    c->next_maintenance_ms = now + MAINTENANCE_EVERY_MS;
+    for (int i = 0; i < PRUNE_BATCHES_PER_PASS && deleted == PRUNE_BATCH_ROWS; i++) {
+        if (obx_ledger_prune(c->ledger, c->w.cfg.ledger_retention_days * 86400, PRUNE_BATCH_ROWS,
+                             &deleted, &err) != OUTBOX_OK) {
+            if (err.code == OUTBOX_EUNAVAILABLE) {
+                drop_ledger(c, &err);
+            }
+            return;
+        }
+    }
+    prune_outbox(c);
+}
+
+/*
+ * FAULTS T07: a replica killed after its ledger commit and before its acks.
+ * The redelivery must find every handled event done and run nothing twice.
+ */
+static void
+crash_if_asked(struct outbox_consumer *c)
+{
+    if (c->hooks.crash_after_ledger_commit &&
+        outbox_consumer_stat(c, OUTBOX_CONSUMER_HANDLED) > 0) {
+        obx_log(OUTBOX_LOG_ERROR, "crashing on purpose after the ledger commit consumer=%s",
+                c->w.name);
+        abort();
+    }
+}
+
+/* Handles and settles one batch; returns settle's status (OUTBOX_OK if it never came to it). */
+static outbox_status
+handle_batch(struct outbox_consumer *c, struct obx_feed_batch *b, outbox_error *err)
+{
+    struct obx_msg_verdict *v = calloc(b->count, sizeof(*v));
+    outbox_status st;
+
+    if (v == NULL) {
+        return OUTBOX_OK; /* redelivered after ack_wait */
+    }
+    obx_worker_count(&c->w, OUTBOX_CONSUMER_FETCHED, b->count);
+    read_envelopes(c, b, v);
+    offer_to_handlers(c, b, v);
+    crash_if_asked(c);
+    st = settle(c, b, v, err);
+    for (size_t i = 0; i < b->count; i++) {
+        obx_envelope_fini(&v[i].env);
+    }
+    free(v);
+    return st;
+}
+
+static void
+run_loop(struct outbox_consumer *c)
+{
+    while (!c->w.stop_requested) {
+        struct obx_feed_batch batch = {0};
+        outbox_error err = {0};
+
+        if (!ensure_ledger(c) || !ensure_feed(c)) {
+            continue;
+        }
+        maybe_maintain(c);
+        if (c->feed->ops->fetch(c->feed, (size_t)c->w.cfg.batch_size, c->w.cfg.poll_max_ms, &batch,
+                                &err) != OUTBOX_OK) {
+            feed_down(c, &err);
+            obx_worker_link_wait(&c->w, &c->feed_link);
+            continue;
+        }
+        obx_worker_link_up(&c->w, &c->feed_link, "available", NULL);
+        if (batch.count > 0 && handle_batch(c, &batch, &err) != OUTBOX_OK &&
+            err.code == OUTBOX_EUNAVAILABLE) {
+            feed_down(c, &err); /* unsettled messages come back after ack_wait or the lease */
+        }
+        c->feed->ops->batch_fini(c->feed, &batch);
+    }
+}
+
+outbox_status
+outbox_consumer_new(const outbox_config *cfg, outbox_consumer **out, outbox_error *err)
+{
+    struct outbox_consumer *c;
+    outbox_status st;
+
+    obx_error_reset(err);
+    c = calloc(1, sizeof(*c));
+    if (c == NULL) {
+        return obx_fail(err, OUTBOX_ENOMEM, "consumer: out of memory");
+    }
+    st = obx_worker_init(&c->w, "consumer", OBX_FOR_CONSUMER, OBX_CONSUMER_STAT_COUNT, cfg,
+                         obx_consumer_config_check, err);
+    if (st != OUTBOX_OK) {
+        outbox_consumer_free(c);
+        return st;
+    }
+    c->db = (struct obx_worker_link){.what = "database", .stat_up = OUTBOX_CONSUMER_DATABASE_UP};
+    c->feed_link = (struct obx_worker_link){.what = "feed", .stat_up = OUTBOX_CONSUMER_BROKER_UP};
+    /* Replicas started together must not draw the same retry delays. */
+    c->jitter_seed =
+        (unsigned int)getpid() ^ (unsigned int)obx_monotonic_ms() ^ (unsigned int)(uintptr_t)c;
+    *out = c;
+    return OUTBOX_OK;
+}
+
+void
+outbox_consumer_free(outbox_consumer *c)
+{
+    if (c == NULL) {
+        return;
+    }
+    obx_ledger_close(c->ledger);
+    if (c->feed != NULL) {
+        c->feed->ops->close(c->feed);
+    }
+    for (int i = 0; i < c->handler_count; i++) {
+        free(c->handlers[i].filter);
+        free(c->handlers[i].statement);
+    }
+    obx_worker_fini(&c->w);
+    free(c);
+}
+
+outbox_status
+outbox_consumer_run(outbox_consumer *c, outbox_error *err)
+{
+    obx_error_reset(err);
+    if (c->handler_count == 0) {
+        return obx_fail(err, OUTBOX_EINVAL, "consumer has no handlers");
+    }
+    obx_log(OUTBOX_LOG_INFO, "consumer starting consumer=%s bus=%s handlers=%d batch_size=%lld",
+            c->w.name, c->w.cfg.bus == OUTBOX_BUS_DB ? "db" : "jetstream", c->handler_count,
+            c->w.cfg.batch_size);
+    run_loop(c);
+    obx_ledger_close(c->ledger);
+    c->ledger = NULL;
+    c->db.up = 0;
+    if (c->feed != NULL) {
+        c->feed->ops->close(c->feed);
+        c->feed = NULL;
+    }
+    obx_log(OUTBOX_LOG_INFO, "consumer stopped consumer=%s", c->w.name);
+    return OUTBOX_OK;
+}
+
+void
+outbox_consumer_stop(outbox_consumer *c)
+{
+    c->w.stop_requested = 1;
+}
+
+unsigned long long
+outbox_consumer_stat(outbox_consumer *c, outbox_consumer_stat_id id)
+{
+    return obx_worker_stat(&c->w, (int)id);
+}

@@ -1,0 +1,36 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * consumer_internal.h - the consumer object, shared by consumer.c (the
+ * loop) and consumer_config.c (the checks on its configuration, the
+ * handler registry).
+ */
+#ifndef OBX_CONSUMER_INTERNAL_H
+#define OBX_CONSUMER_INTERNAL_H
+
+#include "config/settings.h"
+#include "consumer_test_hooks.h"
+#include "delivery.h"
+#include "feed/feed.h"
+#include "handler.h"
+#include "ledger/ledger.h"
+#include "outbox/worker.h"
+#include "support/worker.h"
+
+enum { OBX_CONSUMER_STAT_COUNT = OUTBOX_CONSUMER_BROKER_UP + 1 };
+
+struct outbox_consumer {
+    struct obx_worker w;                  /* configuration, name, stop flag, counters */
+    struct obx_worker_link db, feed_link; /* the run thread's view of each server */
+    struct obx_consumer_test_hooks hooks; /* tests only; all zero otherwise */
+    struct obx_handler handlers[OBX_MAX_HANDLERS];
+    int handler_count;
+    struct obx_ledger *ledger;     /* NULL until the database first answers; then reconnected */
+    struct obx_feed *feed;         /* NULL while its server is away */
+    long long next_maintenance_ms; /* monotonic time of the next ledger prune */
+    unsigned int jitter_seed;      /* rand_r() state, its own per replica; the run thread's */
+};
+
+/* The rules of a consumer's configuration that need more than one setting. */
+outbox_status obx_consumer_config_check(const struct obx_config *cfg, outbox_error *err);
+
+#endif

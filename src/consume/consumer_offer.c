@@ -1,0 +1,604 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * consumer_offer.c - one handler over one fetched batch, through the ledger.
+ *
+ * Transactional handlers: one ledger transaction for the whole batch:
+ * claim everything, run each event in a savepoint, mark the successes done,
+ * record failures and retries, commit. Claim, effects and `done` commit
+ * together, so database effects happen exactly once and a crash leaves no
+ * claim behind. External handlers: each event's claim commits just before
+ * its effect runs outside any transaction, then its `done` mark (guarded
+ * by the owner token) commits at once, to keep the re-run window after a
+ * crash small.
+ *
+ * Attempts are spent only on handler failures. A claim held elsewhere, a
+ * backoff not yet over, a retry-later answer or a ledger outage only delay
+ * the message (NAK), so JetStream's max_deliver never counts them.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "consumer_offer.h"
+#include "envelope/subject.h"
+#include "support/backoff.h"
+#include "support/log.h"
+
+#include "common/banned.h" /* last: poisons unsafe functions */
+
+enum {
+    CLAIM_LOCK_WAIT_MS = 1000, /* wait for a claim another transaction holds */
+};
+
+/* The messages of the batch `h` matches, as ledger events. */
+struct offer {
+    const struct obx_offer_env *env;
+    struct obx_offer_tally *tally;
+    const struct obx_handler *h;
+    struct obx_feed_batch *batch;
+    struct obx_msg_verdict *verdicts;
+    size_t count;
+    size_t *msg_index; /* offer slot -> batch message */
+    struct obx_ledger_event *events;
+    struct obx_claim *claims;
+    outbox_handler_result *results; /* per slot, for RUN claims */
+    char (*reasons)[512];           /* per slot, for FAIL */
+    unsigned char *rerun;           /* per slot: RETRY in a batch, to run again alone */
+    long only_msg;                  /* a second chance: this batch message only; else -1 */
+};
+
+static int
+offer_init(struct offer *o)
+{
+    size_t n = o->batch->count;
+
+    o->msg_index = calloc(n, sizeof(*o->msg_index));
+    o->events = calloc(n, sizeof(*o->events));
+    o->claims = calloc(n, sizeof(*o->claims));
+    o->results = calloc(n, sizeof(*o->results));
+    o->reasons = calloc(n, sizeof(*o->reasons));
+    o->rerun = calloc(n, sizeof(*o->rerun));
+    if (!o->msg_index || !o->events || !o->claims || !o->results || !o->reasons || !o->rerun) {
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const struct obx_feed_msg *m = &o->batch->msgs[i];
+
+        if (o->only_msg >= 0
+                ? (size_t)o->only_msg != i
+                : (o->verdicts[i].bad ||
+                   (o->h->filter != NULL && !obx_subject_matches(o->h->filter, m->subject)))) {
+            continue;
+        }
+        o->verdicts[i].matched += o->only_msg < 0;
+        o->msg_index[o->count] = i;
+        o->events[o->count++] =
+            (struct obx_ledger_event){.event_id = o->verdicts[i].event_id, .envelope = m->envelope};
+    }
+    return 0;
+}
+
+struct keyed_slot {
+    const char *key; /* the aggregate id */
+    const char *event_id;
+    size_t msg_index;
+    struct obx_ledger_event event;
+};
+
+static int
+by_aggregate_then_event(const void *a, const void *b)
+{
+    const struct keyed_slot *x = a, *y = b;
+    int c = strcmp(x->key, y->key);
+
+    return c != 0 ? c : strcmp(x->event_id, y->event_id);
+}
+
+/*
+ * Transactional handlers hold every lock they take until the batch
+ * commits. Run in one global order - by aggregate, then by event id (time)
+ * - effects keyed by aggregate are locked in the same order by every
+ * replica: concurrent batches wait for each other instead of deadlocking.
+ * Each aggregate's events also run in the order they happened.
+ */
+static void
+sort_for_locking(struct offer *o)
+{
+    struct keyed_slot *ks = calloc(o->count, sizeof(*ks));
+
+    if (ks == NULL) {
+        return; /* unsorted still works */
+    }
+    for (size_t k = 0; k < o->count; k++) {
+        ks[k].key = o->verdicts[o->msg_index[k]].aggregate_id;
+        ks[k].event_id = o->events[k].event_id;
+        ks[k].msg_index = o->msg_index[k];
+        ks[k].event = o->events[k];
+    }
+    qsort(ks, o->count, sizeof(*ks), by_aggregate_then_event);
+    for (size_t k = 0; k < o->count; k++) {
+        o->msg_index[k] = ks[k].msg_index;
+        o->events[k] = ks[k].event;
+    }
+    free(ks);
+}
+
+static void
+offer_fini(struct offer *o)
+{
+    free(o->msg_index);
+    free(o->events);
+    free(o->claims);
+    free(o->results);
+    free(o->reasons);
+    free(o->rerun);
+}
+
+static struct obx_msg_verdict *
+verdict(struct offer *o, size_t slot)
+{
+    return &o->verdicts[o->msg_index[slot]];
+}
+
+/* Every matched message still open goes back for redelivery; nothing is spent. */
+static void
+nak_all(struct offer *o)
+{
+    for (size_t k = 0; k < o->count; k++) {
+        obx_verdict_nak(verdict(o, k), OBX_LEDGER_OUTAGE_RETRY_MS);
+    }
+    o->tally->ledger_errors += o->count;
+}
+
+/* Claims of slots [from, to) that need no run: done, dead (skip), held or backing off (later). */
+static void
+apply_claim_states_in(struct offer *o, size_t from, size_t to)
+{
+    size_t skipped = 0, deferred = 0;
+
+    for (size_t k = from; k < to; k++) {
+        switch (o->claims[k].state) {
+        case OBX_CLAIM_DONE:
+            skipped++;
+            break;
+        case OBX_CLAIM_DEAD:
+            verdict(o, k)->dead++;
+            break;
+        case OBX_CLAIM_BUSY:
+        case OBX_CLAIM_BACKOFF:
+            obx_verdict_nak(verdict(o, k), o->claims[k].defer_ms > 0 ? o->claims[k].defer_ms : 1);
+            deferred++;
+            break;
+        case OBX_CLAIM_RUN:
+            break;
+        }
+    }
+    o->tally->skipped += skipped;
+    o->tally->deferred += deferred;
+}
+
+static void
+apply_claim_states(struct offer *o)
+{
+    apply_claim_states_in(o, 0, o->count);
+}
+
+/* The delivery handed to the handler for slot k. */
+static struct outbox_delivery
+delivery_of(const struct offer *o, size_t k)
+{
+    return (struct outbox_delivery){.msg = &o->batch->msgs[o->msg_index[k]],
+                                    .event_id = o->events[k].event_id,
+                                    .attempts = o->claims[k].attempts};
+}
+
+static void
+keep_reason(struct offer *o, size_t k, const outbox_error *herr)
+{
+    if (o->results[k] == OUTBOX_HANDLER_FAIL) {
+        snprintf(o->reasons[k], sizeof(o->reasons[k]), "%s",
+                 herr->message[0] ? herr->message : "handler failed");
+    }
+}
+
+/* Runs the handler for slot k; the result and a failure's reason are kept in `o`. */
+static void
+run_one(struct offer *o, size_t k, PGconn *conn)
+{
+    struct outbox_delivery d = delivery_of(o, k);
+    const outbox_delivery *one[] = {&d};
+    outbox_error herr = {0};
+
+    switch (o->h->kind) {
+    case OBX_HANDLER_TX:
+        o->results[k] = o->h->tx(o->h->ctx, conn, &d, &herr);
+        /* Done over a failed statement cannot commit: the handler's failure, so it is
+         * retried and dead-lettered like one instead of failing its whole batch forever. */
+        if (o->results[k] == OUTBOX_HANDLER_DONE &&
+            obx_ledger_txn_state(o->env->ledger) == OBX_LEDGER_TXN_FAILED) {
+            o->results[k] = OUTBOX_HANDLER_FAIL;
+            obx_fail(&herr, OUTBOX_EREJECTED,
+                     "handler returned done after a statement in its transaction failed");
+        }
+        break;
+    case OBX_HANDLER_EXT:
+        o->results[k] = o->h->ext(o->h->ctx, &d, &herr);
+        break;
+    case OBX_HANDLER_SQL:
+        obx_sql_handler_run(o->env->ledger, o->h->statement, one, 1, &o->results[k], &herr);
+        break;
+    }
+    keep_reason(o, k, &herr);
+}
+
+/* A SQL handler's whole batch in one pipeline (the fast path). 0, or -1 out of memory. */
+static int
+run_sql_batch(struct offer *o)
+{
+    struct outbox_delivery *d = calloc(o->count, sizeof(*d));
+    const outbox_delivery **dp = calloc(o->count, sizeof(*dp));
+    outbox_handler_result *results = calloc(o->count, sizeof(*results));
+    outbox_error *errs = calloc(o->count, sizeof(*errs));
+    size_t *slot = calloc(o->count, sizeof(*slot));
+    size_t n = 0;
+    int rc = d && dp && results && errs && slot ? 0 : -1;
+
+    for (size_t k = 0; rc == 0 && k < o->count; k++) {
+        if (o->claims[k].state == OBX_CLAIM_RUN) {
+            d[n] = delivery_of(o, k);
+            dp[n] = &d[n];
+            slot[n++] = k;
+        }
+    }
+    if (rc == 0 && n > 0) {
+        obx_sql_handler_run(o->env->ledger, o->h->statement, dp, n, results, errs);
+        for (size_t i = 0; i < n; i++) {
+            o->results[slot[i]] = results[i];
+            keep_reason(o, slot[i], &errs[i]);
+        }
+    }
+    free(d);
+    free(dp);
+    free(results);
+    free(errs);
+    free(slot);
+    return rc;
+}
+
+/* Writes the outcome of slot k's failure or retry into the ledger and the verdict. */
+static outbox_status
+settle_unhandled(struct offer *o, size_t k, outbox_error *err)
+{
+    const struct obx_config *opts = o->env->cfg;
+    struct obx_failure_policy policy = {opts->max_attempts, opts->backoff_base_ms,
+                                        opts->backoff_cap_ms};
+    struct obx_failure_result fr = {0};
+    outbox_status st;
+
+    if (o->results[k] == OUTBOX_HANDLER_RETRY && o->h->kind != OBX_HANDLER_EXT && o->only_msg < 0) {
+        /* Usually a deadlock or serialization conflict with another replica's batch:
+         * freed now, and run again alone right after this batch commits. */
+        o->rerun[k] = 1;
+        return obx_ledger_release(o->env->ledger, o->h->name, &o->events[k], &o->claims[k], 0, err);
+    }
+    if (o->results[k] == OUTBOX_HANDLER_RETRY) {
+        int delay_ms =
+            obx_backoff_delay_ms(1, opts->backoff_base_ms, opts->backoff_cap_ms,
+                                 (double)rand_r(o->env->jitter_seed) / ((double)RAND_MAX + 1.0));
+
+        st = obx_ledger_release(o->env->ledger, o->h->name, &o->events[k], &o->claims[k], delay_ms,
+                                err);
+        obx_verdict_nak(verdict(o, k), delay_ms);
+        o->tally->retried += 1;
+        return st;
+    }
+    st = obx_ledger_record_failure(o->env->ledger, o->h->name, &o->events[k], &o->claims[k],
+                                   o->reasons[k], &policy, &fr, err);
+    if (st != OUTBOX_OK) {
+        return st;
+    }
+    if (!fr.applied) {
+        /* The claim moved on to another replica: nothing was recorded, that one decides. */
+        obx_verdict_nak(verdict(o, k), OBX_LEDGER_OUTAGE_RETRY_MS);
+        return OUTBOX_OK;
+    }
+    o->tally->failed += 1;
+    if (fr.dead) {
+        obx_log(OUTBOX_LOG_WARN,
+                "event exhausted max deliveries event_id=%s handler=%s attempts=%d reason=\"%s\"",
+                o->events[k].event_id, o->h->name, fr.attempts, o->reasons[k]);
+        o->tally->dead += 1;
+        verdict(o, k)->dead++;
+    } else {
+        obx_verdict_nak(verdict(o, k), fr.retry_ms > 0 ? fr.retry_ms : 1);
+    }
+    return OUTBOX_OK;
+}
+
+/* The handler's runs inside the transaction, each in its own savepoint. */
+static outbox_status
+run_in_savepoints(struct offer *o, outbox_error *err)
+{
+    PGconn *conn = obx_ledger_connection(o->env->ledger);
+    outbox_status st = OUTBOX_OK;
+
+    for (size_t k = 0; k < o->count && st == OUTBOX_OK; k++) {
+        if (o->claims[k].state != OBX_CLAIM_RUN) {
+            continue;
+        }
+        st = obx_ledger_savepoint(o->env->ledger, err);
+        if (st != OUTBOX_OK) {
+            break;
+        }
+        run_one(o, k, conn);
+        st = o->results[k] == OUTBOX_HANDLER_DONE
+                 ? obx_ledger_release_savepoint(o->env->ledger, err)
+                 : obx_ledger_rollback_to_savepoint(o->env->ledger, err);
+    }
+    return st;
+}
+
+/* Marks done, in one statement, every RUN claim whose handler returned DONE. */
+static outbox_status
+mark_successes(struct offer *o, outbox_error *err)
+{
+    struct obx_claim *done = calloc(o->count, sizeof(*done));
+    size_t marked = 0, handled = 0;
+    outbox_status st;
+
+    if (done == NULL) {
+        return obx_fail(err, OUTBOX_ENOMEM, "consumer: out of memory");
+    }
+    for (size_t k = 0; k < o->count; k++) {
+        done[k] = o->claims[k];
+        if (done[k].state == OBX_CLAIM_RUN && o->results[k] != OUTBOX_HANDLER_DONE) {
+            done[k].state = OBX_CLAIM_DONE; /* mark_done skips anything but RUN */
+        }
+        handled += done[k].state == OBX_CLAIM_RUN;
+    }
+    st = obx_ledger_mark_done(o->env->ledger, o->h->name, o->events, done, o->count, &marked, err);
+    free(done);
+    if (st == OUTBOX_OK && marked < handled) {
+        /* Taken over meanwhile: the new owner decides; the redelivery finds out. */
+        obx_log(OUTBOX_LOG_WARN, "claims lost before done handler=%s lost=%zu", o->h->name,
+                handled - marked);
+    }
+    return st;
+}
+
+/* Failures and retries of the RUN claims, into the ledger and the verdicts. */
+static outbox_status
+settle_failures(struct offer *o, outbox_error *err)
+{
+    outbox_status st = OUTBOX_OK;
+
+    for (size_t k = 0; k < o->count && st == OUTBOX_OK; k++) {
+        if (o->claims[k].state == OBX_CLAIM_RUN && o->results[k] != OUTBOX_HANDLER_DONE) {
+            st = settle_unhandled(o, k, err);
+        }
+    }
+    return st;
+}
+
+/*
+ * The fast path: every handler run straight in the batch transaction, one
+ * round trip per event instead of three. Sets `*clean` when all of them
+ * returned DONE and the transaction is still good; otherwise the caller
+ * rolls it all back (claims and effects alike) and takes the careful path.
+ */
+static outbox_status
+run_optimistic(struct offer *o, int *clean, outbox_error *err)
+{
+    PGconn *conn = obx_ledger_connection(o->env->ledger);
+
+    *clean = 1;
+    if (o->h->kind == OBX_HANDLER_SQL && run_sql_batch(o) != 0) {
+        return obx_fail(err, OUTBOX_ENOMEM, "consumer: out of memory");
+    }
+    for (size_t k = 0; k < o->count && *clean; k++) {
+        if (o->claims[k].state == OBX_CLAIM_RUN) {
+            if (o->h->kind != OBX_HANDLER_SQL) {
+                run_one(o, k, conn);
+            }
+            *clean = o->results[k] == OUTBOX_HANDLER_DONE;
+        }
+    }
+    *clean = *clean && obx_ledger_txn_state(o->env->ledger) == OBX_LEDGER_TXN_OPEN;
+    if (!*clean && obx_ledger_txn_state(o->env->ledger) == OBX_LEDGER_TXN_BROKEN) {
+        return obx_fail(err, OUTBOX_EUNAVAILABLE, "ledger connection lost during a handler");
+    }
+    return OUTBOX_OK;
+}
+
+/*
+ * Begin and claim the batch; then run it fast, or with a savepoint per
+ * event. The fast path claims straight as done: it commits only if every
+ * handler returned DONE, so no separate done mark is needed.
+ */
+static outbox_status
+claim_and_run(struct offer *o, int careful, int *clean, outbox_error *err)
+{
+    outbox_status st = obx_ledger_begin(o->env->ledger, err);
+
+    if (st == OUTBOX_OK && careful) {
+        st =
+            obx_ledger_claim(o->env->ledger, o->h->name, o->events, o->count,
+                             o->env->cfg->ledger_lease_seconds, CLAIM_LOCK_WAIT_MS, o->claims, err);
+    } else if (st == OUTBOX_OK) {
+        st = obx_ledger_claim_as_done(o->env->ledger, o->h->name, o->events, o->count,
+                                      CLAIM_LOCK_WAIT_MS, o->claims, err);
+    }
+    if (st == OUTBOX_OK && careful) {
+        st = run_in_savepoints(o, err);
+    } else if (st == OUTBOX_OK) {
+        st = run_optimistic(o, clean, err);
+    }
+    return st;
+}
+
+static outbox_status
+offer_transactional(struct offer *o, outbox_error *err)
+{
+    int clean = 1, careful = o->only_msg >= 0;
+    outbox_status st = claim_and_run(o, careful, &clean, err);
+
+    if (st == OUTBOX_OK && !clean) {
+        /* Someone did not say DONE: redo the batch with each event in a savepoint. */
+        obx_ledger_rollback(o->env->ledger);
+        memset(o->results, 0, o->count * sizeof(*o->results));
+        careful = 1;
+        st = claim_and_run(o, careful, &clean, err);
+    }
+    if (st == OUTBOX_OK && careful) {
+        st = mark_successes(o, err); /* the fast path's claims were written as done */
+    }
+    if (st == OUTBOX_OK) {
+        st = settle_failures(o, err);
+    }
+    if (st == OUTBOX_OK) {
+        st = obx_ledger_commit(o->env->ledger, err);
+    }
+    if (st != OUTBOX_OK) {
+        obx_ledger_rollback(o->env->ledger);
+    }
+    return st;
+}
+
+/* One external run: keep the message alive, run, then record the outcome at once. */
+static outbox_status
+run_external(struct offer *o, size_t k, outbox_error *err)
+{
+    struct obx_claim one = o->claims[k];
+    size_t marked = 0;
+    outbox_error ferr = {0};
+
+    o->env->feed->ops->in_progress(o->env->feed, o->batch, o->msg_index[k], &ferr);
+    run_one(o, k, NULL);
+    if (o->results[k] != OUTBOX_HANDLER_DONE) {
+        return settle_unhandled(o, k, err);
+    }
+    if (obx_ledger_mark_done(o->env->ledger, o->h->name, &o->events[k], &one, 1, &marked, err) !=
+        OUTBOX_OK) {
+        return err->code;
+    }
+    if (marked == 0) {
+        obx_log(OUTBOX_LOG_WARN, "claim lost before done event_id=%s handler=%s",
+                o->events[k].event_id, o->h->name);
+    }
+    return OUTBOX_OK;
+}
+
+/*
+ * Each event is claimed right before its handler runs, not with the rest
+ * of the batch: claims taken together age while the handlers before them
+ * run, and one whose lease ran out meanwhile can be taken over by another
+ * replica - which then runs the same handler for the same event at the
+ * same time, or marks it done before this replica runs it again.
+ */
+static outbox_status
+offer_external(struct offer *o, outbox_error *err)
+{
+    outbox_status st = OUTBOX_OK;
+    size_t k = 0;
+
+    while (k < o->count) {
+        st = obx_ledger_claim(o->env->ledger, o->h->name, &o->events[k], 1,
+                              o->env->cfg->ledger_lease_seconds, CLAIM_LOCK_WAIT_MS, &o->claims[k],
+                              err);
+        if (st != OUTBOX_OK) {
+            break; /* slot k is not claimed: its state is still RUN, so it is redelivered */
+        }
+        apply_claim_states_in(o, k, k + 1);
+        if (o->claims[k].state == OBX_CLAIM_RUN && (st = run_external(o, k, err)) != OUTBOX_OK) {
+            break; /* slot k's outcome was not recorded: it is redelivered with the rest */
+        }
+        k++;
+    }
+    /* The ledger went away: what was not settled comes back later, nothing spent. */
+    for (; st != OUTBOX_OK && k < o->count; k++) {
+        if (o->claims[k].state == OBX_CLAIM_RUN) {
+            obx_verdict_nak(verdict(o, k), OBX_LEDGER_OUTAGE_RETRY_MS);
+            o->tally->ledger_errors += 1;
+        }
+    }
+    return st;
+}
+
+static void
+count_handled(struct offer *o)
+{
+    size_t handled = 0;
+
+    for (size_t k = 0; k < o->count; k++) {
+        handled += o->claims[k].owner_token[0] != '\0' && o->results[k] == OUTBOX_HANDLER_DONE;
+    }
+    o->tally->handled += handled;
+}
+
+/*
+ * The second chance of a transactional RETRY: each such event alone, in its
+ * own transaction, where a conflict with the order of a batch cannot recur.
+ * A second RETRY waits for the backoff like any other.
+ */
+static outbox_status
+rerun_alone(struct offer *o, outbox_error *err)
+{
+    outbox_status st = OUTBOX_OK;
+
+    for (size_t k = 0; k < o->count && st == OUTBOX_OK; k++) {
+        struct offer one = {.env = o->env,
+                            .tally = o->tally,
+                            .h = o->h,
+                            .batch = o->batch,
+                            .verdicts = o->verdicts,
+                            .only_msg = (long)o->msg_index[k]};
+
+        if (!o->rerun[k]) {
+            continue;
+        }
+        if (offer_init(&one) != 0) {
+            st = obx_fail(err, OUTBOX_ENOMEM, "consumer: out of memory");
+        } else if ((st = offer_transactional(&one, err)) == OUTBOX_OK) {
+            apply_claim_states(&one);
+            count_handled(&one);
+        } else {
+            nak_all(&one);
+        }
+        offer_fini(&one);
+    }
+    return st;
+}
+
+outbox_status
+obx_consumer_offer(const struct obx_offer_env *env, const struct obx_handler *h,
+                   struct obx_feed_batch *batch, struct obx_msg_verdict *verdicts,
+                   struct obx_offer_tally *tally, outbox_error *err)
+{
+    struct offer o = {
+        .env = env, .tally = tally, .h = h, .batch = batch, .verdicts = verdicts, .only_msg = -1};
+    outbox_status st = OUTBOX_OK;
+
+    if (offer_init(&o) != 0) {
+        offer_fini(&o);
+        return obx_fail(err, OUTBOX_ENOMEM, "consumer: out of memory");
+    }
+    if (o.count > 0 && h->kind == OBX_HANDLER_EXT) {
+        st = offer_external(&o, err);
+    } else if (o.count > 0) { /* transactional and SQL handlers */
+        sort_for_locking(&o);
+        st = offer_transactional(&o, err);
+        if (st == OUTBOX_OK) {
+            apply_claim_states(&o);
+        } else {
+            /* Rolled back, claims and effects alike: redeliver, spend nothing. */
+            nak_all(&o);
+        }
+    }
+    if (st == OUTBOX_OK) {
+        count_handled(&o);
+        st = rerun_alone(&o, err);
+    }
+    offer_fini(&o);
+    return st;
+}

@@ -1,0 +1,41 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * consumer_offer.h - one handler over one fetched batch, through the
+ * ledger (consumer_offer.c). It sees only what it is handed here, never
+ * the consumer itself, and reports what happened in a tally the loop adds
+ * to its statistics.
+ */
+#ifndef OBX_CONSUMER_OFFER_H
+#define OBX_CONSUMER_OFFER_H
+
+#include "config/settings.h"
+#include "delivery.h"
+#include "feed/feed.h"
+#include "handler.h"
+#include "ledger/ledger.h"
+#include "outbox/worker.h"
+
+/* What an offer works with; all borrowed from the consumer for the call. */
+struct obx_offer_env {
+    struct obx_ledger *ledger;
+    struct obx_feed *feed;
+    const struct obx_config *cfg;
+    unsigned int *jitter_seed; /* rand_r() state of the consumer's run thread */
+};
+
+/* What an offer did, for the consumer's counters. */
+struct obx_offer_tally {
+    unsigned long long handled, skipped, deferred, failed, retried, dead, ledger_errors;
+};
+
+/*
+ * Offers every message of `batch` that `h` matches to `h`, through the
+ * ledger, updates `verdicts` and adds to `tally`. Returns
+ * OUTBOX_EUNAVAILABLE when the ledger connection broke (the messages it did
+ * not settle get a NAK).
+ */
+outbox_status obx_consumer_offer(const struct obx_offer_env *env, const struct obx_handler *h,
+                                 struct obx_feed_batch *batch, struct obx_msg_verdict *verdicts,
+                                 struct obx_offer_tally *tally, outbox_error *err);
+
+#endif

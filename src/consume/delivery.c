@@ -1,0 +1,44 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * delivery.c - what a handler may read of the event it is given, and the
+ * verdict bookkeeping every part of the consumer shares.
+ */
+#include "delivery.h"
+
+#include "common/banned.h" /* last: poisons unsafe functions */
+
+void
+obx_verdict_nak(struct obx_msg_verdict *v, long long delay_ms)
+{
+    if (!v->nak || delay_ms < v->nak_delay_ms) {
+        v->nak_delay_ms = delay_ms;
+    }
+    v->nak = 1;
+}
+
+const char *
+outbox_delivery_event_id(const outbox_delivery *d)
+{
+    return d->event_id;
+}
+
+const char *
+outbox_delivery_subject(const outbox_delivery *d)
+{
+    return d->msg->subject;
+}
+
+const char *
+outbox_delivery_envelope(const outbox_delivery *d, size_t *len)
+{
+    if (len != NULL) {
+        *len = d->msg->envelope_len;
+    }
+    return d->msg->envelope;
+}
+
+int
+outbox_delivery_attempts(const outbox_delivery *d)
+{
+    return d->attempts;
+}

@@ -1,0 +1,38 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * delivery.h - one fetched message as the consumer's parts see it: the
+ * public outbox_delivery a handler reads, and the verdict its handlers
+ * reach. The bottom of consume/: it calls nothing else in the folder.
+ */
+#ifndef OBX_DELIVERY_H
+#define OBX_DELIVERY_H
+
+#include "envelope/envelope.h"
+#include "feed/feed.h"
+#include "outbox/worker.h"
+
+/* One message of a batch: who it is, and what its handlers decided. */
+struct obx_msg_verdict {
+    const char *event_id;     /* the envelope's id (borrowed from `env`): the ledger key */
+    const char *aggregate_id; /* the envelope's aggregate id, to order the batch */
+    struct obx_envelope env;  /* parsed envelope; empty when bad */
+    int bad;                  /* not a valid envelope: nothing can run it */
+    int matched;              /* handlers whose filter matched */
+    int dead;                 /* of those, dead-lettered (now or earlier) */
+    int nak;                  /* some handler must see it again */
+    long long nak_delay_ms;   /* the soonest of those */
+};
+
+struct outbox_delivery {
+    const struct obx_feed_msg *msg; /* borrowed from the batch */
+    const char *event_id;           /* the envelope's id, borrowed */
+    int attempts;
+};
+
+/* The redelivery delay after a ledger failure; it spends no attempt. */
+enum { OBX_LEDGER_OUTAGE_RETRY_MS = 1000 };
+
+/* Records a NAK for message `v` after `delay_ms` (keeps the soonest). */
+void obx_verdict_nak(struct obx_msg_verdict *v, long long delay_ms);
+
+#endif

@@ -1,0 +1,286 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * envelope.c - v1 envelope serialization and checks.
+ *
+ * Serialization writes the fields by hand around the payload text: the
+ * writer keeps the payload as the caller's JSON text, so numbers keep
+ * their exact digits (PostgreSQL stores them as numeric).
+ */
+#include "envelope.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "common/text.h"
+#include "envelope_scan.h"
+#include "fields.h"
+#include "payload.h"
+#include "subject.h"
+
+#include "common/banned.h" /* last: poisons unsafe functions */
+
+static void
+append_string_field(struct obx_buf *out, const char *key, const char *value)
+{
+    if (value == NULL) {
+        return;
+    }
+    obx_buf_appendf(out, ",\"%s\":", key);
+    obx_json_quote(out, value, strlen(value));
+}
+
+void
+obx_envelope_serialize(const struct obx_envelope_fields *f, struct obx_buf *out)
+{
+    /* id, types and ids are tokens or hex: nothing to escape. */
+    obx_buf_appendf(out, "{\"id\":\"%s\",\"event_type\":\"%s\",\"aggregate_type\":\"%s\",",
+                    f->head.id, f->head.event_type, f->head.aggregate_type);
+    obx_buf_appendf(out, "\"aggregate_id\":\"%s\"", f->head.aggregate_id);
+    append_string_field(out, "tenant_id", f->head.tenant_id);
+    obx_buf_appendf(out, ",\"occurred_at\":\"%s\",\"schema_version\":1", f->head.occurred_at);
+    append_string_field(out, "data_subject", f->head.data_subject);
+    append_string_field(out, "traceparent", f->head.traceparent);
+    obx_buf_append_str(out, ",\"payload\":");
+    obx_buf_append(out, f->payload_json, f->payload_len);
+    obx_buf_append_str(out, "}");
+}
+
+static const char *const required_keys[] = {
+    "id",          "event_type",     "aggregate_type", "aggregate_id",
+    "occurred_at", "schema_version", "payload",
+};
+
+static const char *const known_keys[] = {
+    "id",          "event_type",     "aggregate_type", "aggregate_id", "tenant_id",
+    "occurred_at", "schema_version", "data_subject",   "traceparent",  "payload",
+};
+
+/* Reads an optional string member; a present non-string is an error. */
+static outbox_status
+string_member(json_t *doc, const char *key, int required, const char **out, size_t *len,
+              outbox_error *err)
+{
+    json_t *v = json_object_get(doc, key);
+
+    if (v == NULL) {
+        *out = NULL;
+        return required ? obx_fail(err, OUTBOX_EINVAL, "envelope has no %s", key) : OUTBOX_OK;
+    }
+    if (!json_is_string(v)) {
+        return obx_fail(err, OUTBOX_EINVAL, "envelope %s must be a string", key);
+    }
+    *out = json_string_value(v);
+    *len = json_string_length(v);
+    if (strlen(*out) != *len) {
+        return obx_fail(err, OUTBOX_EINVAL, "envelope %s contains a NUL character", key);
+    }
+    return OUTBOX_OK;
+}
+
+static outbox_status
+check_shape(json_t *doc, outbox_error *err)
+{
+    const char *key;
+    json_t *value;
+
+    if (!json_is_object(doc)) {
+        return obx_fail(err, OUTBOX_EINVAL, "envelope must be a JSON object");
+    }
+    /* Missing fields first: a bare business payload reads best as "has no id". */
+    for (size_t i = 0; i < sizeof(required_keys) / sizeof(required_keys[0]); i++) {
+        if (json_object_get(doc, required_keys[i]) == NULL) {
+            return obx_fail(err, OUTBOX_EINVAL, "envelope has no %s", required_keys[i]);
+        }
+    }
+    json_object_foreach(doc, key, value)
+    {
+        size_t i = 0;
+
+        while (i < sizeof(known_keys) / sizeof(known_keys[0]) && strcmp(key, known_keys[i]) != 0) {
+            i++;
+        }
+        if (i == sizeof(known_keys) / sizeof(known_keys[0])) {
+            char quoted[160];
+
+            obx_quote_for_message(key, quoted, sizeof(quoted));
+            return obx_fail(err, OUTBOX_EINVAL, "envelope has an unknown key %s", quoted);
+        }
+    }
+    /* Parsed with integers as reals (so huge payload numbers load): compare as a number. */
+    value = json_object_get(doc, "schema_version");
+    if (!json_is_number(value) || json_number_value(value) != 1.0) {
+        return obx_fail(err, OUTBOX_EINVAL, "envelope schema_version must be 1");
+    }
+    return obx_payload_check(json_object_get(doc, "payload"), err);
+}
+
+/* The envelope's string fields, in envelope_scan.h's member order. */
+static const char **
+field_slot(struct obx_envelope *env, int member)
+{
+    const char **slots[OBX_ENVELOPE_STRING_MEMBERS] = {
+        [OBX_MEMBER_ID] = &env->head.id,
+        [OBX_MEMBER_EVENT_TYPE] = &env->head.event_type,
+        [OBX_MEMBER_AGGREGATE_TYPE] = &env->head.aggregate_type,
+        [OBX_MEMBER_AGGREGATE_ID] = &env->head.aggregate_id,
+        [OBX_MEMBER_TENANT_ID] = &env->head.tenant_id,
+        [OBX_MEMBER_OCCURRED_AT] = &env->head.occurred_at,
+        [OBX_MEMBER_DATA_SUBJECT] = &env->head.data_subject,
+        [OBX_MEMBER_TRACEPARENT] = &env->head.traceparent,
+    };
+
+    return slots[member];
+}
+
+/* Copies the present string fields into one block the envelope owns. */
+static outbox_status
+keep_fields(struct obx_envelope *env, const struct obx_envelope_slices *f, outbox_error *err)
+{
+    size_t total = 0;
+    char *at;
+
+    for (int i = 0; i < OBX_ENVELOPE_STRING_MEMBERS; i++) {
+        total += f->text[i] != NULL ? f->len[i] + 1 : 0;
+    }
+    env->store = malloc(total > 0 ? total : 1);
+    if (env->store == NULL) {
+        return obx_fail(err, OUTBOX_ENOMEM, "envelope: out of memory");
+    }
+    at = env->store;
+    for (int i = 0; i < OBX_ENVELOPE_STRING_MEMBERS; i++) {
+        *field_slot(env, i) = NULL;
+        if (f->text[i] != NULL) {
+            memcpy(at, f->text[i], f->len[i]);
+            at[f->len[i]] = '\0';
+            *field_slot(env, i) = at;
+            at += f->len[i] + 1;
+        }
+    }
+    return OUTBOX_OK;
+}
+
+/* The rules on the string fields, the same whichever way they were read. */
+static outbox_status
+check_fields(const struct obx_envelope *env, outbox_error *err)
+{
+    char canonical[OBX_UUID_TEXT_LEN + 1];
+    outbox_status st = obx_check_uuid_field("id", env->head.id, canonical, err);
+
+    /* Nats-Msg-Id is the id: a second spelling would escape deduplication. */
+    if (st == OUTBOX_OK && strcmp(canonical, env->head.id) != 0) {
+        st = obx_fail(err, OUTBOX_EINVAL, "envelope id \"%s\" is not lower-case", env->head.id);
+    }
+    if (st == OUTBOX_OK) {
+        st = obx_route_check(env->head.aggregate_type, env->head.event_type, err);
+    }
+    if (st == OUTBOX_OK) {
+        st = obx_check_uuid_field("aggregate_id", env->head.aggregate_id, canonical, err);
+    }
+    if (st == OUTBOX_OK) {
+        st = obx_check_label_field("tenant_id", env->head.tenant_id, OUTBOX_MAX_TENANT_BYTES, err);
+    }
+    if (st == OUTBOX_OK) {
+        st = obx_check_label_field("data_subject", env->head.data_subject,
+                                   OUTBOX_MAX_DATA_SUBJECT_BYTES, err);
+    }
+    if (st == OUTBOX_OK) {
+        st = obx_check_traceparent(env->head.traceparent, err);
+    }
+    if (st == OUTBOX_OK && !obx_timestamp_valid(env->head.occurred_at)) {
+        st = obx_fail(err, OUTBOX_EINVAL, "envelope occurred_at is not an RFC 3339 timestamp");
+    }
+    return st;
+}
+
+/* The string members of a parsed tree, borrowed from it. */
+static outbox_status
+tree_fields(json_t *doc, struct obx_envelope_slices *f, outbox_error *err)
+{
+    static const int required[OBX_ENVELOPE_STRING_MEMBERS] = {
+        [OBX_MEMBER_ID] = 1,
+        [OBX_MEMBER_EVENT_TYPE] = 1,
+        [OBX_MEMBER_AGGREGATE_TYPE] = 1,
+        [OBX_MEMBER_AGGREGATE_ID] = 1,
+        [OBX_MEMBER_OCCURRED_AT] = 1,
+    };
+    static const char *const names[OBX_ENVELOPE_STRING_MEMBERS] = {
+        "id",        "event_type",  "aggregate_type", "aggregate_id",
+        "tenant_id", "occurred_at", "data_subject",   "traceparent",
+    };
+    outbox_status st = OUTBOX_OK;
+
+    memset(f, 0, sizeof(*f));
+    for (int i = 0; i < OBX_ENVELOPE_STRING_MEMBERS && st == OUTBOX_OK; i++) {
+        st = string_member(doc, names[i], required[i], &f->text[i], &f->len[i], err);
+    }
+    return st;
+}
+
+/* Copies the fields out and checks them; `*out` is written only on success. */
+static outbox_status
+take_fields(const struct obx_envelope_slices *fields, struct obx_envelope *out, outbox_error *err)
+{
+    struct obx_envelope env = {0};
+    outbox_status status = keep_fields(&env, fields, err);
+
+    if (status == OUTBOX_OK) {
+        status = check_fields(&env, err);
+    }
+    if (status != OUTBOX_OK) {
+        obx_envelope_fini(&env);
+        return status;
+    }
+    *out = env;
+    return OUTBOX_OK;
+}
+
+outbox_status
+obx_envelope_parse_tree(const char *json, size_t len, size_t max_bytes, struct obx_envelope *out,
+                        outbox_error *err)
+{
+    struct obx_envelope_slices fields;
+    json_error_t jerr;
+    json_t *doc;
+    outbox_status status;
+
+    if (len > max_bytes) {
+        return obx_fail(err, OUTBOX_EINVAL, "envelope is %zu bytes, over the limit of %zu", len,
+                        max_bytes);
+    }
+    doc = json_loadb(json, len, JSON_DECODE_ANY | JSON_ALLOW_NUL | JSON_DECODE_INT_AS_REAL, &jerr);
+    if (doc == NULL) {
+        if (json_error_code(&jerr) == json_error_out_of_memory) {
+            return obx_fail(err, OUTBOX_ENOMEM, "envelope: out of memory");
+        }
+        return obx_fail(err, OUTBOX_EINVAL, "envelope is not valid JSON: %s", jerr.text);
+    }
+    status = check_shape(doc, err);
+    if (status == OUTBOX_OK) {
+        status = tree_fields(doc, &fields, err);
+    }
+    if (status == OUTBOX_OK) {
+        status = take_fields(&fields, out, err);
+    }
+    json_decref(doc);
+    return status;
+}
+
+outbox_status
+obx_envelope_parse(const char *json, size_t len, size_t max_bytes, struct obx_envelope *out,
+                   outbox_error *err)
+{
+    struct obx_envelope_slices fields;
+
+    if (len > max_bytes || !obx_envelope_scan(json, len, &fields)) {
+        return obx_envelope_parse_tree(json, len, max_bytes, out, err);
+    }
+    return take_fields(&fields, out, err);
+}
+
+void
+obx_envelope_fini(struct obx_envelope *env)
+{
+    free(env->store);
+    memset(env, 0, sizeof(*env));
+}

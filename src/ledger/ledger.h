@@ -1,0 +1,186 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ledger.h - the consumer ledger (processed_events): who may run handler H
+ * for event E now, and what happened when it ran.
+ *
+ * A claim is the row (event_id, handler). Fresh: INSERT ... ON CONFLICT;
+ * a claim whose lease (claimed_until) ran out is taken over with a new
+ * owner token; `done` is final; a failure counts an attempt (handler
+ * failures only) and schedules the next try; at max attempts the event is
+ * dead-lettered for that handler. Every write after the claim is guarded
+ * by the owner token, so a stale worker changes nothing. Time is the
+ * database's.
+ *
+ * Work is batched per handler across a fetched batch of events: one claim
+ * statement, one done statement, one transaction. That is the consumer's
+ * throughput lever.
+ *
+ * A ledger owns one PostgreSQL connection and belongs to one thread.
+ */
+#ifndef OBX_LEDGER_H
+#define OBX_LEDGER_H
+
+#include <stddef.h>
+
+#include <libpq-fe.h>
+
+#include "outbox/outbox.h"
+#include "store/store.h"
+
+struct obx_ledger;
+
+/* Connects like obx_store_open (keepalives, timeouts); EUNAVAILABLE when down. */
+outbox_status obx_ledger_open(const struct obx_store_options *opts, struct obx_ledger **out,
+                              outbox_error *err);
+void obx_ledger_close(struct obx_ledger *ledger);
+outbox_status obx_ledger_reconnect(struct obx_ledger *ledger, outbox_error *err);
+
+/* What a claim found. */
+enum obx_claim_state {
+    OBX_CLAIM_RUN,     /* claimed by us: run the handler */
+    OBX_CLAIM_DONE,    /* already handled: skip, ack */
+    OBX_CLAIM_BUSY,    /* a live claim elsewhere: defer `defer_ms` (to its lease end) */
+    OBX_CLAIM_BACKOFF, /* failed before, next try not yet due: defer `defer_ms` */
+    OBX_CLAIM_DEAD,    /* dead-lettered for this handler: skip, terminate the message */
+};
+
+struct obx_claim {
+    enum obx_claim_state state;
+    int attempts;         /* handler failures so far for (event, handler) */
+    long long defer_ms;   /* BUSY/BACKOFF: how long until it may run; 0 otherwise */
+    char owner_token[37]; /* RUN: the token that guards later writes */
+};
+
+/* A handler name the ledger takes: 1 to 64 of [A-Za-z0-9_.-], the table's own rule. */
+int obx_ledger_handler_name_valid(const char *name);
+
+/* One event offered to a handler. Borrowed for the duration of a call. */
+struct obx_ledger_event {
+    const char *event_id;
+    const char *envelope; /* JSON text; stored with a dead letter */
+};
+
+/*
+ * Transactions. The transactional path runs claim, the handler's
+ * statements and mark_done inside one ledger transaction, so a crash
+ * leaves no claim behind and the handler's database effects happen exactly
+ * once. Savepoints isolate one event's failure from the rest of a batch.
+ */
+outbox_status obx_ledger_begin(struct obx_ledger *ledger, outbox_error *err);
+outbox_status obx_ledger_commit(struct obx_ledger *ledger, outbox_error *err);
+void obx_ledger_rollback(struct obx_ledger *ledger);
+outbox_status obx_ledger_savepoint(struct obx_ledger *ledger, outbox_error *err);
+outbox_status obx_ledger_release_savepoint(struct obx_ledger *ledger, outbox_error *err);
+outbox_status obx_ledger_rollback_to_savepoint(struct obx_ledger *ledger, outbox_error *err);
+
+/*
+ * Claims (event, handler) for `count` events in one statement, writing one
+ * result per event into `out` (same order). Claims last `lease_seconds`.
+ * Outside a transaction the claims commit at once (the external-handler
+ * path); inside one they commit with it. A claim held by an uncommitted
+ * transaction elsewhere is waited for at most `lock_wait_ms`, then BUSY.
+ */
+outbox_status obx_ledger_claim(struct obx_ledger *ledger, const char *handler,
+                               const struct obx_ledger_event *events, size_t count,
+                               int lease_seconds, int lock_wait_ms, struct obx_claim *out,
+                               outbox_error *err);
+
+/*
+ * As obx_ledger_claim, but the RUN claims are written straight as done:
+ * the fast path of a transactional batch, which commits only if every
+ * handler returned DONE and is rolled back otherwise. Needs an open
+ * transaction (OUTBOX_ENOTXN without one); no mark_done follows.
+ */
+outbox_status obx_ledger_claim_as_done(struct obx_ledger *ledger, const char *handler,
+                                       const struct obx_ledger_event *events, size_t count,
+                                       int lock_wait_ms, struct obx_claim *out, outbox_error *err);
+
+/*
+ * Marks done the claims in `claims` whose state is RUN (others are
+ * skipped), guarded by owner token. `*marked` receives how many rows
+ * changed: fewer than asked means a claim was taken over meanwhile.
+ */
+outbox_status obx_ledger_mark_done(struct obx_ledger *ledger, const char *handler,
+                                   const struct obx_ledger_event *events,
+                                   const struct obx_claim *claims, size_t count, size_t *marked,
+                                   outbox_error *err);
+
+struct obx_failure_policy {
+    int max_attempts;    /* OUTBOX_MAX_ATTEMPTS */
+    int backoff_base_ms; /* 5000 in production */
+    int backoff_cap_ms;  /* 300000 in production */
+};
+
+struct obx_failure_result {
+    int attempts;       /* after this failure */
+    int dead;           /* 1: dead-lettered now (attempts reached max) */
+    long long retry_ms; /* not dead: delay until the next try (backoff with jitter) */
+    int applied;        /* 0: the claim had moved on (owner token mismatch); nothing changed */
+};
+
+/*
+ * Records a handler failure for one event: attempts + 1, last_error,
+ * claim released (owner cleared), next_attempt_at = now() + backoff; or at
+ * max_attempts a dead_letters row (event, handler, envelope, reason,
+ * attempts) and the ledger row marked dead. Guarded by `claim`'s owner
+ * token when the claim was committed (external path); on the
+ * transactional path, after a rollback to savepoint, the claim row may be
+ * gone and is recreated. Works inside or outside a transaction.
+ */
+outbox_status obx_ledger_record_failure(struct obx_ledger *ledger, const char *handler,
+                                        const struct obx_ledger_event *event,
+                                        const struct obx_claim *claim, const char *reason,
+                                        const struct obx_failure_policy *policy,
+                                        struct obx_failure_result *out, outbox_error *err);
+
+/*
+ * Gives a RUN claim back without counting an attempt (retry-later from
+ * the handler, or shutdown): owner cleared, next_attempt_at = now() +
+ * `delay_ms`. Guarded by owner token.
+ */
+outbox_status obx_ledger_release(struct obx_ledger *ledger, const char *handler,
+                                 const struct obx_ledger_event *event,
+                                 const struct obx_claim *claim, int delay_ms, outbox_error *err);
+
+/*
+ * Runs one handler statement inside the current transaction with $1 = the
+ * envelope (jsonb). A failure is returned as OUTBOX_EREJECTED with the
+ * server's message (the handler failed) unless the connection broke
+ * (OUTBOX_EUNAVAILABLE).
+ */
+outbox_status obx_ledger_run_sql(struct obx_ledger *ledger, const char *statement,
+                                 const char *envelope, outbox_error *err);
+
+/*
+ * The ledger's connection, for a transactional handler to write through
+ * inside the ledger's transaction; NULL while disconnected. Borrowed: the
+ * handler must not begin, commit, roll back or close it.
+ */
+PGconn *obx_ledger_connection(struct obx_ledger *ledger);
+
+/* Where the ledger's open transaction stands, as a handler left it. */
+enum obx_ledger_txn_state {
+    OBX_LEDGER_TXN_OPEN,   /* inside the transaction, usable */
+    OBX_LEDGER_TXN_FAILED, /* a statement in it failed: it can only roll back */
+    OBX_LEDGER_TXN_BROKEN, /* the connection is gone */
+    OBX_LEDGER_TXN_NONE,   /* no transaction open (a handler ended it) */
+};
+
+enum obx_ledger_txn_state obx_ledger_txn_state(struct obx_ledger *ledger);
+
+/*
+ * Handler statements are parsed and planned once per connection, not per
+ * event. Gives the statement name for `key` (a statement text whose
+ * address stays valid while the ledger lives) in `name`, and returns 1 if
+ * it still has to be prepared on the current connection, 0 if it is, or
+ * -1 out of memory (run it unnamed). Say what became of a prepare, or of a
+ * statement the server forgot (a pooler's DISCARD), with ..._prepared.
+ */
+int obx_ledger_statement_name(struct obx_ledger *ledger, const void *key, char name[32]);
+void obx_ledger_statement_prepared(struct obx_ledger *ledger, const void *key, int ready);
+
+/* Deletes up to `limit` ledger rows finished more than `retention_seconds` ago. */
+outbox_status obx_ledger_prune(struct obx_ledger *ledger, long long retention_seconds, int limit,
+                               size_t *deleted, outbox_error *err);
+
+#endif

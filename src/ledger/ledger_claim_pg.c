@@ -1,0 +1,447 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ledger_claim_pg.c - claim, mark done, record a failure, release: the
+ * writes on processed_events (see ledger.h).
+ *
+ * A batch is one claim call and one done statement. Every write after the
+ * claim is guarded by the claim's owner token, so a worker whose claim was
+ * taken over changes nothing. Values are $n parameters; id and token
+ * arrays travel as text literals of checked UUIDs, which need no quoting.
+ */
+#include "ledger.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <libpq-fe.h>
+
+#include "common/buf.h"
+#include "common/error.h"
+#include "common/text.h"
+#include "common/uuid7.h"
+#include "ledger_int.h"
+
+#include "common/banned.h" /* last: poisons unsafe functions */
+
+/* A reason longer than this is cut: last_error is for people, not archives. */
+#define REASON_MAX_BYTES 1024
+
+/* Column order of ledger_claim.sql. */
+enum { CLAIM_EVENT_ID, CLAIM_STATE, CLAIM_ATTEMPTS, CLAIM_DEFER_MS, CLAIM_OWNER_TOKEN };
+
+/* Column order of ledger_record_failure.sql. */
+enum { FAILURE_ATTEMPTS, FAILURE_DEAD, FAILURE_RETRY_MS };
+
+/* 8-4-4-4-12 hex digits: the only form the ledger passes on, so arrays need no quoting. */
+static int
+is_uuid(const char *s)
+{
+    uint8_t scratch[16];
+
+    return s != NULL && obx_uuid_parse(s, scratch) == 0;
+}
+
+int
+obx_ledger_handler_name_valid(const char *name)
+{
+    size_t len = name != NULL ? strlen(name) : 0;
+
+    return len >= 1 && len <= 64 &&
+           strspn(name, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-") == len;
+}
+
+/* The table's own rule (processed_events_handler_name), checked before the server sees it. */
+static outbox_status
+check_handler(const char *handler, outbox_error *err)
+{
+    char quoted[160];
+
+    if (obx_ledger_handler_name_valid(handler)) {
+        return OUTBOX_OK;
+    }
+    if (handler == NULL) {
+        return obx_fail(err, OUTBOX_EINVAL, "handler is required");
+    }
+    obx_quote_for_message(handler, quoted, sizeof(quoted));
+    return obx_fail(err, OUTBOX_EINVAL, "handler %s must be 1 to 64 of [A-Za-z0-9_.-]", quoted);
+}
+
+static outbox_status
+check_uuid(const char *what, const char *value, outbox_error *err)
+{
+    char quoted[160];
+
+    if (is_uuid(value)) {
+        return OUTBOX_OK;
+    }
+    if (value == NULL) {
+        return obx_fail(err, OUTBOX_EINVAL, "%s is required", what);
+    }
+    obx_quote_for_message(value, quoted, sizeof(quoted));
+    return obx_fail(err, OUTBOX_EINVAL, "%s %s is not a UUID (8-4-4-4-12 hex digits)", what,
+                    quoted);
+}
+
+/* `{a,b,...}` of the events' ids, each checked first. */
+static outbox_status
+ids_literal(const struct obx_ledger_event *events, size_t count, struct obx_buf *ids,
+            outbox_error *err)
+{
+    obx_buf_append_str(ids, "{");
+    for (size_t i = 0; i < count; i++) {
+        outbox_status status = check_uuid("event_id", events[i].event_id, err);
+
+        if (status != OUTBOX_OK) {
+            return status;
+        }
+        obx_buf_appendf(ids, "%s%s", events[i].event_id, i + 1 < count ? "," : "");
+    }
+    obx_buf_append_str(ids, "}");
+    if (obx_buf_failed(ids)) {
+        return obx_fail(err, OUTBOX_ENOMEM, "claim: out of memory");
+    }
+    return OUTBOX_OK;
+}
+
+static int
+state_from_text(const char *text, enum obx_claim_state *state)
+{
+    static const struct {
+        const char *name;
+        enum obx_claim_state state;
+    } states[] = {
+        {"run", OBX_CLAIM_RUN},         {"done", OBX_CLAIM_DONE}, {"busy", OBX_CLAIM_BUSY},
+        {"backoff", OBX_CLAIM_BACKOFF}, {"dead", OBX_CLAIM_DEAD},
+    };
+
+    for (size_t i = 0; i < sizeof(states) / sizeof(states[0]); i++) {
+        if (strcmp(text, states[i].name) == 0) {
+            *state = states[i].state;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* One result row per event, in order; `out` is written only once every row made sense. */
+static outbox_status
+claims_take(const PGresult *res, size_t count, struct obx_claim *out, outbox_error *err)
+{
+    enum obx_claim_state state;
+
+    if ((size_t)PQntuples(res) != count) {
+        return obx_fail(err, OUTBOX_EDB, "claim: %d results for %zu events", PQntuples(res), count);
+    }
+    for (size_t i = 0; i < count; i++) {
+        if (!state_from_text(PQgetvalue(res, (int)i, CLAIM_STATE), &state)) {
+            return obx_fail(err, OUTBOX_EDB, "claim: unknown state \"%.16s\" for event %zu",
+                            PQgetvalue(res, (int)i, CLAIM_STATE), i);
+        }
+    }
+    for (size_t i = 0; i < count; i++) {
+        struct obx_claim *c = &out[i];
+
+        memset(c, 0, sizeof(*c));
+        state_from_text(PQgetvalue(res, (int)i, CLAIM_STATE), &c->state);
+        c->attempts = (int)strtol(PQgetvalue(res, (int)i, CLAIM_ATTEMPTS), NULL, 10);
+        c->defer_ms = strtoll(PQgetvalue(res, (int)i, CLAIM_DEFER_MS), NULL, 10);
+        snprintf(c->owner_token, sizeof(c->owner_token), "%s",
+                 PQgetvalue(res, (int)i, CLAIM_OWNER_TOKEN));
+    }
+    return OUTBOX_OK;
+}
+
+static outbox_status
+claim_check(const char *handler, int lease_seconds, int lock_wait_ms, outbox_error *err)
+{
+    if (lease_seconds < 1 || lock_wait_ms < 0) {
+        return obx_fail(err, OUTBOX_EINVAL,
+                        "claim: lease_seconds %d must be >= 1 and lock_wait_ms %d >= 0",
+                        lease_seconds, lock_wait_ms);
+    }
+    return check_handler(handler, err);
+}
+
+static outbox_status
+claim(struct obx_ledger *ledger, const char *handler, const struct obx_ledger_event *events,
+      size_t count, int lease_seconds, int lock_wait_ms, int as_done, struct obx_claim *out,
+      outbox_error *err)
+{
+    char lease_text[16], wait_text[16];
+    const char *params[] = {handler, NULL, lease_text, wait_text, as_done ? "true" : "false"};
+    struct obx_buf ids;
+    PGresult *res = NULL;
+    outbox_status status;
+
+    obx_error_reset(err);
+    status = claim_check(handler, lease_seconds, lock_wait_ms, err);
+    if (status != OUTBOX_OK || count == 0) {
+        return status;
+    }
+    status = obx_pg_session_require(&ledger->pg, err);
+    if (status != OUTBOX_OK) {
+        return status;
+    }
+    obx_buf_init(&ids);
+    status = ids_literal(events, count, &ids, err);
+    if (status != OUTBOX_OK) {
+        goto done;
+    }
+    snprintf(lease_text, sizeof(lease_text), "%d", lease_seconds);
+    snprintf(wait_text, sizeof(wait_text), "%d", lock_wait_ms);
+    params[1] = ids.data;
+    res = obx_pg_session_exec(&ledger->pg, OBX_LEDGER_CLAIM, params, 5);
+    status = obx_pg_session_check(&ledger->pg, res, "claim", err);
+    if (status == OUTBOX_OK) {
+        status = claims_take(res, count, out, err);
+    }
+done:
+    PQclear(res);
+    obx_buf_fini(&ids);
+    return status;
+}
+
+outbox_status
+obx_ledger_claim(struct obx_ledger *ledger, const char *handler,
+                 const struct obx_ledger_event *events, size_t count, int lease_seconds,
+                 int lock_wait_ms, struct obx_claim *out, outbox_error *err)
+{
+    return claim(ledger, handler, events, count, lease_seconds, lock_wait_ms, 0, out, err);
+}
+
+outbox_status
+obx_ledger_claim_as_done(struct obx_ledger *ledger, const char *handler,
+                         const struct obx_ledger_event *events, size_t count, int lock_wait_ms,
+                         struct obx_claim *out, outbox_error *err)
+{
+    /* Outside a transaction the rows would commit as done before any handler ran. */
+    outbox_status status = obx_ledger_require_transaction(ledger, 0, "claim as done", err);
+
+    if (status != OUTBOX_OK) {
+        return status;
+    }
+    return claim(ledger, handler, events, count, 1, lock_wait_ms, 1, out, err);
+}
+
+/* `{…}` literals of the RUN claims' ids and tokens; `*runs` counts them. */
+static outbox_status
+done_arrays(const struct obx_ledger_event *events, const struct obx_claim *claims, size_t count,
+            struct obx_buf *arrays, size_t *runs)
+{
+    const char *sep = "";
+
+    *runs = 0;
+    obx_buf_append_str(&arrays[0], "{");
+    obx_buf_append_str(&arrays[1], "{");
+    for (size_t i = 0; i < count; i++) {
+        if (claims[i].state != OBX_CLAIM_RUN) {
+            continue;
+        }
+        if (!is_uuid(events[i].event_id) || !is_uuid(claims[i].owner_token)) {
+            return OUTBOX_EINVAL;
+        }
+        obx_buf_appendf(&arrays[0], "%s%s", sep, events[i].event_id);
+        obx_buf_appendf(&arrays[1], "%s%s", sep, claims[i].owner_token);
+        sep = ",";
+        (*runs)++;
+    }
+    obx_buf_append_str(&arrays[0], "}");
+    obx_buf_append_str(&arrays[1], "}");
+    return obx_buf_failed(&arrays[0]) || obx_buf_failed(&arrays[1]) ? OUTBOX_ENOMEM : OUTBOX_OK;
+}
+
+outbox_status
+obx_ledger_mark_done(struct obx_ledger *ledger, const char *handler,
+                     const struct obx_ledger_event *events, const struct obx_claim *claims,
+                     size_t count, size_t *marked, outbox_error *err)
+{
+    struct obx_buf arrays[2];
+    const char *params[3] = {handler};
+    PGresult *res = NULL;
+    size_t runs = 0;
+    outbox_status status;
+
+    obx_error_reset(err);
+    status = check_handler(handler, err);
+    if (status != OUTBOX_OK) {
+        return status;
+    }
+    obx_buf_init(&arrays[0]);
+    obx_buf_init(&arrays[1]);
+    status = done_arrays(events, claims, count, arrays, &runs);
+    if (status != OUTBOX_OK) {
+        obx_fail(err, status, "mark done: %s",
+                 status == OUTBOX_ENOMEM ? "out of memory"
+                                         : "a RUN claim's id or token is not a UUID");
+        goto done;
+    }
+    if (runs == 0) {
+        *marked = 0; /* nothing ran: no statement */
+        goto done;
+    }
+    status = obx_pg_session_require(&ledger->pg, err);
+    if (status != OUTBOX_OK) {
+        goto done;
+    }
+    params[1] = arrays[0].data;
+    params[2] = arrays[1].data;
+    res = obx_pg_session_exec(&ledger->pg, OBX_LEDGER_MARK_DONE, params, 3);
+    status = obx_pg_session_check(&ledger->pg, res, "mark done", err);
+    if (status == OUTBOX_OK) {
+        *marked = (size_t)strtoul(PQcmdTuples(res), NULL, 10);
+    }
+done:
+    PQclear(res);
+    obx_buf_fini(&arrays[1]);
+    obx_buf_fini(&arrays[0]);
+    return status;
+}
+
+/*
+ * Checks what every write after a claim needs: a valid handler, a UUID
+ * event id and a RUN claim, whose owner token guards the write.
+ */
+static outbox_status
+check_owned(const char *doing, const char *handler, const struct obx_ledger_event *event,
+            const struct obx_claim *claim, outbox_error *err)
+{
+    outbox_status status = check_handler(handler, err);
+
+    if (status == OUTBOX_OK) {
+        status = check_uuid("event_id", event != NULL ? event->event_id : NULL, err);
+    }
+    if (status == OUTBOX_OK && (claim == NULL || claim->state != OBX_CLAIM_RUN)) {
+        status = obx_fail(err, OUTBOX_EINVAL, "%s: event %s was not claimed to run (state %d)",
+                          doing, event->event_id, claim != NULL ? (int)claim->state : -1);
+    }
+    if (status == OUTBOX_OK) {
+        status = check_uuid("owner_token", claim->owner_token, err);
+    }
+    return status;
+}
+
+/*
+ * `reason` cut at REASON_MAX_BYTES on a character boundary, control
+ * characters as '?', and every non-ASCII byte too if the text is not
+ * UTF-8: the server would refuse the whole statement for one bad byte,
+ * and then the failure would never be counted.
+ */
+static void
+clean_reason(const char *reason, char *out, size_t cap)
+{
+    size_t len = strnlen(reason, cap - 1);
+    int utf8;
+
+    while (len > 0 && ((unsigned char)reason[len] & 0xc0) == 0x80) {
+        len--; /* reason[len] continues a character: cut before it starts */
+    }
+    utf8 = obx_utf8_valid(reason, len);
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)reason[i];
+        int keep = (c >= 0x20 && c != 0x7f) && (c < 0x80 || utf8);
+
+        out[i] = keep ? reason[i] : '?';
+    }
+    out[len] = '\0';
+}
+
+static outbox_status
+check_policy(const struct obx_failure_policy *policy, outbox_error *err)
+{
+    if (policy == NULL || policy->max_attempts < 1 || policy->backoff_base_ms < 0 ||
+        policy->backoff_cap_ms < 0) {
+        return obx_fail(err, OUTBOX_EINVAL,
+                        "record failure: max_attempts %d must be >= 1, backoff_base_ms %d and "
+                        "backoff_cap_ms %d >= 0",
+                        policy ? policy->max_attempts : 0, policy ? policy->backoff_base_ms : 0,
+                        policy ? policy->backoff_cap_ms : 0);
+    }
+    return OUTBOX_OK;
+}
+
+static void
+failure_take(const PGresult *res, struct obx_failure_result *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (PQntuples(res) != 1) {
+        return; /* the claim had moved on, or the row is done: nothing changed */
+    }
+    out->applied = 1;
+    out->attempts = (int)strtol(PQgetvalue(res, 0, FAILURE_ATTEMPTS), NULL, 10);
+    out->dead = strcmp(PQgetvalue(res, 0, FAILURE_DEAD), "t") == 0;
+    out->retry_ms = out->dead ? 0 : strtoll(PQgetvalue(res, 0, FAILURE_RETRY_MS), NULL, 10);
+}
+
+outbox_status
+obx_ledger_record_failure(struct obx_ledger *ledger, const char *handler,
+                          const struct obx_ledger_event *event, const struct obx_claim *claim,
+                          const char *reason, const struct obx_failure_policy *policy,
+                          struct obx_failure_result *out, outbox_error *err)
+{
+    char reason_text[REASON_MAX_BYTES + 1], max_text[16], base_text[16], cap_text[16];
+    const char *params[] = {NULL, handler, NULL, reason_text, NULL, max_text, base_text, cap_text};
+    PGresult *res;
+    outbox_status status;
+
+    obx_error_reset(err);
+    status = check_owned("record failure", handler, event, claim, err);
+    if (status == OUTBOX_OK) {
+        status = check_policy(policy, err);
+    }
+    if (status == OUTBOX_OK) {
+        status = obx_pg_session_require(&ledger->pg, err);
+    }
+    if (status != OUTBOX_OK) {
+        return status;
+    }
+    clean_reason(reason != NULL && reason[0] != '\0' ? reason : "handler failed", reason_text,
+                 sizeof(reason_text));
+    params[0] = event->event_id;
+    params[2] = claim->owner_token;
+    /* Text the server would refuse is not kept: the dead letter is written without it. */
+    if (event->envelope != NULL && obx_utf8_valid(event->envelope, strlen(event->envelope))) {
+        params[4] = event->envelope;
+    }
+    snprintf(max_text, sizeof(max_text), "%d", policy->max_attempts);
+    snprintf(base_text, sizeof(base_text), "%d", policy->backoff_base_ms);
+    snprintf(cap_text, sizeof(cap_text), "%d", policy->backoff_cap_ms);
+    res = obx_pg_session_exec(&ledger->pg, OBX_LEDGER_RECORD_FAILURE, params, 8);
+    status = obx_pg_session_check(&ledger->pg, res, "record failure", err);
+    if (status == OUTBOX_OK) {
+        failure_take(res, out);
+    }
+    PQclear(res);
+    return status;
+}
+
+outbox_status
+obx_ledger_release(struct obx_ledger *ledger, const char *handler,
+                   const struct obx_ledger_event *event, const struct obx_claim *claim,
+                   int delay_ms, outbox_error *err)
+{
+    char delay_text[16];
+    const char *params[] = {NULL, handler, NULL, delay_text};
+    PGresult *res;
+    outbox_status status;
+
+    obx_error_reset(err);
+    status = check_owned("release", handler, event, claim, err);
+    if (status == OUTBOX_OK && delay_ms < 0) {
+        status = obx_fail(err, OUTBOX_EINVAL, "release: delay_ms %d must be >= 0", delay_ms);
+    }
+    if (status == OUTBOX_OK) {
+        status = obx_pg_session_require(&ledger->pg, err);
+    }
+    if (status != OUTBOX_OK) {
+        return status;
+    }
+    snprintf(delay_text, sizeof(delay_text), "%d", delay_ms);
+    params[0] = event->event_id;
+    params[2] = claim->owner_token;
+    res = obx_pg_session_exec(&ledger->pg, OBX_LEDGER_RELEASE, params, 4);
+    status = obx_pg_session_check(&ledger->pg, res, "release", err);
+    PQclear(res);
+    return status;
+}

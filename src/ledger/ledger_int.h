@@ -1,0 +1,44 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ledger_int.h - the insides of a ledger, shared by ledger_pg.c (the
+ * connection, transactions, handler statements, prune) and
+ * ledger_claim_pg.c (claim, done, failure, release).
+ */
+#ifndef OBX_LEDGER_INT_H
+#define OBX_LEDGER_INT_H
+
+#include <libpq-fe.h>
+
+#include "ledger.h"
+#include "support/pg_conn.h"
+
+/* The ledger's statements, rendered for its schema at open. */
+enum obx_ledger_sql {
+    OBX_LEDGER_CLAIM,
+    OBX_LEDGER_MARK_DONE,
+    OBX_LEDGER_RECORD_FAILURE,
+    OBX_LEDGER_RELEASE,
+    OBX_LEDGER_PRUNE,
+    OBX_LEDGER_SQL_COUNT
+};
+
+/* A handler statement known to this ledger; its name is obx_handler_<index>. */
+struct obx_prepared {
+    const void *key; /* the statement text's address */
+    int ready;       /* prepared on the current connection */
+};
+
+struct obx_ledger {
+    struct obx_pg_session pg;      /* the connection and the statements of enum obx_ledger_sql */
+    struct obx_prepared *prepared; /* owned */
+    size_t prepared_count;
+};
+
+/*
+ * OUTBOX_ENOTXN unless a transaction is open (`aborted_ok`: a failed one
+ * counts); OUTBOX_EUNAVAILABLE without a connection.
+ */
+outbox_status obx_ledger_require_transaction(struct obx_ledger *ledger, int aborted_ok,
+                                             const char *doing, outbox_error *err);
+
+#endif

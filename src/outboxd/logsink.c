@@ -1,0 +1,56 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * logsink.c - writes library log lines to stderr with a UTC timestamp.
+ */
+#include "logsink.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "outbox/worker.h"
+
+#include "common/banned.h" /* last: poisons unsafe functions */
+
+static pthread_mutex_t write_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static const char *
+level_name(outbox_log_level level)
+{
+    switch (level) {
+    case OUTBOX_LOG_DEBUG:
+        return "debug";
+    case OUTBOX_LOG_INFO:
+        return "info";
+    case OUTBOX_LOG_WARN:
+        return "warn";
+    case OUTBOX_LOG_ERROR:
+        break;
+    }
+    return "error";
+}
+
+static void
+write_line(void *ctx, outbox_log_level level, const char *line)
+{
+    struct timespec now;
+    struct tm tm;
+    char stamp[40];
+
+    (void)ctx;
+    clock_gettime(CLOCK_REALTIME, &now);
+    gmtime_r(&now.tv_sec, &tm);
+    strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%S", &tm);
+    pthread_mutex_lock(&write_lock);
+    fprintf(stderr, "%s.%03ldZ level=%s %s\n", stamp, now.tv_nsec / 1000000, level_name(level),
+            line);
+    fflush(stderr);
+    pthread_mutex_unlock(&write_lock);
+}
+
+void
+obx_logsink_install(outbox_log_level level)
+{
+    outbox_set_logger(write_line, NULL, level);
+}

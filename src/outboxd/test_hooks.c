@@ -1,0 +1,60 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_hooks.c - reads the OUTBOX_TEST_* variables into the workers'
+ * private test hooks, in test builds only.
+ */
+#include "test_hooks.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "consume/consumer_test_hooks.h"
+#include "relay/relay_test_hooks.h"
+
+#include "common/banned.h" /* last: poisons unsafe functions */
+
+#ifdef OUTBOX_TEST_HOOKS
+
+static long
+env_number(const char *name)
+{
+    const char *v = getenv(name);
+
+    return v != NULL ? strtol(v, NULL, 10) : 0;
+}
+
+void
+obx_test_hooks_apply_relay(outbox_relay *relay)
+{
+    struct obx_relay_test_hooks h = {.crash_after_publish =
+                                         (int)env_number("OUTBOX_TEST_CRASH_AFTER_PUBLISH")};
+    const char *poison = getenv("OUTBOX_TEST_CRASH_ON_EVENT_TYPE");
+
+    snprintf(h.crash_on_event_type, sizeof(h.crash_on_event_type), "%s", poison ? poison : "");
+    obx_relay_set_test_hooks(relay, &h);
+}
+
+void
+obx_test_hooks_apply_consumer(outbox_consumer *consumer)
+{
+    struct obx_consumer_test_hooks h = {
+        .crash_after_ledger_commit = env_number("OUTBOX_TEST_CRASH_AFTER_LEDGER_COMMIT") != 0};
+
+    obx_consumer_set_test_hooks(consumer, &h);
+}
+
+#else
+
+void
+obx_test_hooks_apply_relay(outbox_relay *relay)
+{
+    (void)relay;
+}
+
+void
+obx_test_hooks_apply_consumer(outbox_consumer *consumer)
+{
+    (void)consumer;
+}
+
+#endif

@@ -1,0 +1,32 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * relay_internal.h - the relay object, shared by relay.c (the loop) and
+ * relay_config.c (the checks on its configuration).
+ */
+#ifndef OBX_RELAY_INTERNAL_H
+#define OBX_RELAY_INTERNAL_H
+
+#include "bus/bus.h"
+#include "config/settings.h"
+#include "outbox/worker.h"
+#include "relay_test_hooks.h"
+#include "store/store.h"
+#include "support/worker.h"
+
+enum { OBX_RELAY_STAT_COUNT = OUTBOX_RELAY_BROKER_UP + 1 };
+
+struct outbox_relay {
+    struct obx_worker w;               /* configuration, name, stop flag, counters */
+    struct obx_worker_link db, broker; /* the run thread's view of each server */
+    struct obx_relay_test_hooks hooks; /* tests only; all zero otherwise */
+    int fresh_batches;                 /* batches with a first-time ack (test hook) */
+    struct obx_store *store;           /* NULL until the database first answers; then reconnected */
+    struct obx_bus *bus;               /* NULL until the broker first answers */
+    int stream_ready;                  /* JetStream stream created or checked */
+    long long next_maintenance_ms;     /* monotonic time of the next retention pass */
+};
+
+/* The rules of a relay's configuration that need more than one setting. */
+outbox_status obx_relay_config_check(const struct obx_config *cfg, outbox_error *err);
+
+#endif

@@ -1,0 +1,25 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * pause.h - the workers' clock and their waits during outages: a pause
+ * grows 250 ms, 500 ms ... up to 10 s while a server stays away, and ends
+ * early when the worker is asked to stop.
+ */
+#ifndef OBX_PAUSE_H
+#define OBX_PAUSE_H
+
+#include <signal.h>
+
+#include "common/clock.h" /* pauses are measured on it */
+
+enum {
+    OBX_PAUSE_FIRST_MS = 250,
+    OBX_PAUSE_MAX_MS = 10000,
+};
+
+/* The next pause after `ms` (0: the first). */
+int obx_grow_pause(int ms);
+
+/* Sleeps `ms`, or less when `*stop` becomes set. */
+void obx_pause_ms(const volatile sig_atomic_t *stop, int ms);
+
+#endif

@@ -1,0 +1,105 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * pg_conn.h - one way to open a worker's PostgreSQL connection, shared by
+ * the store (relay, DB feed) and the ledger (consumers): the same
+ * keepalives and timeouts, no notices printed, the same session limits.
+ */
+#ifndef OBX_PG_CONN_H
+#define OBX_PG_CONN_H
+
+#include <libpq-fe.h>
+
+#include "common/sql.h"
+
+#include "outbox/outbox.h"
+
+/*
+ * Connects to `conninfo` (a libpq URL or key=value string), adding
+ * keepalives and connect/TCP timeouts unless the conninfo or a PG*
+ * variable sets them, then bounds the session (session_setup.sql). An
+ * explicit application_name in the conninfo wins over `application_name`
+ * (may be NULL). On success `*out` owns the connection (PQfinish);
+ * OUTBOX_EUNAVAILABLE when the server cannot be reached, OUTBOX_EINVAL for
+ * a conninfo libpq cannot parse (the message never quotes it: it may hold
+ * a password).
+ */
+outbox_status obx_pg_connect(const char *conninfo, const char *application_name, PGconn **out,
+                             outbox_error *err);
+
+/* Where a store or a ledger connects, kept to reconnect after an outage. */
+struct obx_pg_target {
+    char *conninfo;         /* owned; never put into a message: it may hold a password */
+    char *application_name; /* owned; NULL for libpq's default */
+    char quoted_schema[OBX_SCHEMA_QUOTED_CAP]; /* the outbox schema, quoted, with its dot */
+    char schema[OBX_SCHEMA_MAX_LEN + 1];
+};
+
+/*
+ * Copies the strings; OUTBOX_EINVAL without a conninfo or for a bad
+ * schema name, OUTBOX_ENOMEM.
+ */
+outbox_status obx_pg_target_init(struct obx_pg_target *t, const char *conninfo,
+                                 const char *application_name, const char *schema,
+                                 outbox_error *err);
+void obx_pg_target_fini(struct obx_pg_target *t);
+
+/*
+ * obx_pg_connect() to `t`, then checks that the schema has every migration
+ * this build needs; a connection already in `*conn` is closed first. An
+ * unmigrated or older schema is OUTBOX_EUNAVAILABLE, so a worker started
+ * before `outboxctl migrate` waits for it (saying so) instead of failing
+ * every statement.
+ */
+outbox_status obx_pg_target_connect(const struct obx_pg_target *t, PGconn **conn,
+                                    outbox_error *err);
+
+/*
+ * A worker's PostgreSQL session: where it connects, its statements rendered
+ * once for the schema, and the live connection. The store (relay, DB feed)
+ * and the ledger (consumers) each hold one; pg_session_pg.c.
+ */
+enum { OBX_PG_SESSION_MAX_SQL = 16 };
+
+struct obx_pg_session {
+    PGconn *conn;                      /* NULL while disconnected */
+    struct obx_pg_target target;       /* where to (re)connect */
+    char *sql[OBX_PG_SESSION_MAX_SQL]; /* owned: `templates` rendered for the schema */
+    size_t sql_count;
+};
+
+/* Renders `count` statement templates for `schema`; connects nothing. */
+outbox_status obx_pg_session_init(struct obx_pg_session *s, const char *conninfo,
+                                  const char *application_name, const char *schema,
+                                  const char *const *templates, size_t count, outbox_error *err);
+void obx_pg_session_fini(struct obx_pg_session *s);
+
+/* Closes the connection held, if any, and makes a new one (obx_pg_target_connect()). */
+outbox_status obx_pg_session_connect(struct obx_pg_session *s, outbox_error *err);
+
+/* OUTBOX_EUNAVAILABLE unless the session holds a live connection. */
+outbox_status obx_pg_session_require(struct obx_pg_session *s, outbox_error *err);
+
+/* Runs statement `which`; the caller checks and PQclear()s the result. */
+PGresult *obx_pg_session_exec(struct obx_pg_session *s, size_t which, const char *const *params,
+                              int nparams);
+
+/* OUTBOX_OK if `res` holds a success; else the failure, classified into `err`. */
+outbox_status obx_pg_session_check(struct obx_pg_session *s, const PGresult *res, const char *doing,
+                                   outbox_error *err);
+
+/* obx_pg_session_exec() and _check() together, for a statement whose rows are not read. */
+outbox_status obx_pg_session_run(struct obx_pg_session *s, size_t which, const char *const *params,
+                                 int nparams, const char *doing, outbox_error *err);
+
+/*
+ * A retention pass: statement `which` deletes at most `limit` rows older
+ * than `retention_seconds` ($1, $2); `*deleted` gets how many it did.
+ */
+outbox_status obx_pg_session_prune(struct obx_pg_session *s, size_t which,
+                                   long long retention_seconds, int limit, const char *doing,
+                                   size_t *deleted, outbox_error *err);
+
+/* libpq's connection messages span lines ("\n\tIs the server running..."): joins them. */
+void obx_pg_one_line(outbox_error *err);
+
+#endif

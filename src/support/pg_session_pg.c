@@ -1,0 +1,124 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * pg_session_pg.c - the one PostgreSQL session the store and the ledger
+ * each keep: statements rendered once for the schema, a connection made
+ * and remade through obx_pg_target_connect(), and the checks every
+ * statement goes through. A lost connection is OUTBOX_EUNAVAILABLE, so it
+ * spends no attempt anywhere above.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <libpq-fe.h>
+
+#include "common/error.h"
+#include "common/error_pg.h"
+#include "common/sql.h"
+#include "pg_conn.h"
+
+#include "common/banned.h" /* last: poisons unsafe functions */
+
+outbox_status
+obx_pg_session_init(struct obx_pg_session *s, const char *conninfo, const char *application_name,
+                    const char *schema, const char *const *templates, size_t count,
+                    outbox_error *err)
+{
+    outbox_status status;
+
+    memset(s, 0, sizeof(*s));
+    if (count > OBX_PG_SESSION_MAX_SQL) {
+        return obx_fail(err, OUTBOX_EINVAL, "at most %d statements per session",
+                        OBX_PG_SESSION_MAX_SQL);
+    }
+    status = obx_pg_target_init(&s->target, conninfo, application_name, schema, err);
+    if (status == OUTBOX_OK) {
+        status = obx_sql_render_set(schema, templates, count, s->sql, err);
+    }
+    if (status == OUTBOX_OK) {
+        s->sql_count = count;
+    }
+    return status;
+}
+
+void
+obx_pg_session_fini(struct obx_pg_session *s)
+{
+    PQfinish(s->conn);
+    s->conn = NULL;
+    obx_sql_free_set(s->sql, OBX_PG_SESSION_MAX_SQL);
+    obx_pg_target_fini(&s->target);
+}
+
+outbox_status
+obx_pg_session_connect(struct obx_pg_session *s, outbox_error *err)
+{
+    return obx_pg_target_connect(&s->target, &s->conn, err);
+}
+
+outbox_status
+obx_pg_session_require(struct obx_pg_session *s, outbox_error *err)
+{
+    if (s->conn == NULL || PQstatus(s->conn) != CONNECTION_OK) {
+        return obx_fail(err, OUTBOX_EUNAVAILABLE, "not connected to postgresql: reconnect first");
+    }
+    return OUTBOX_OK;
+}
+
+PGresult *
+obx_pg_session_exec(struct obx_pg_session *s, size_t which, const char *const *params, int nparams)
+{
+    return PQexecParams(s->conn, s->sql[which], nparams, NULL, params, NULL, NULL, 0);
+}
+
+outbox_status
+obx_pg_session_check(struct obx_pg_session *s, const PGresult *res, const char *doing,
+                     outbox_error *err)
+{
+    ExecStatusType st = PQresultStatus(res);
+
+    if (st == PGRES_TUPLES_OK || st == PGRES_COMMAND_OK) {
+        return OUTBOX_OK;
+    }
+    return obx_fail_pg(err, s->conn, res, doing);
+}
+
+outbox_status
+obx_pg_session_run(struct obx_pg_session *s, size_t which, const char *const *params, int nparams,
+                   const char *doing, outbox_error *err)
+{
+    PGresult *res = obx_pg_session_exec(s, which, params, nparams);
+    outbox_status status = obx_pg_session_check(s, res, doing, err);
+
+    PQclear(res);
+    return status;
+}
+
+outbox_status
+obx_pg_session_prune(struct obx_pg_session *s, size_t which, long long retention_seconds, int limit,
+                     const char *doing, size_t *deleted, outbox_error *err)
+{
+    char retention_text[24], limit_text[16];
+    const char *params[] = {retention_text, limit_text};
+    PGresult *res;
+    outbox_status status;
+
+    if (retention_seconds < 0 || limit < 1) {
+        return obx_fail(err, OUTBOX_EINVAL,
+                        "%s: retention_seconds %lld must be >= 0 and limit %d >= 1", doing,
+                        retention_seconds, limit);
+    }
+    status = obx_pg_session_require(s, err);
+    if (status != OUTBOX_OK) {
+        return status;
+    }
+    snprintf(retention_text, sizeof(retention_text), "%lld", retention_seconds);
+    snprintf(limit_text, sizeof(limit_text), "%d", limit);
+    res = obx_pg_session_exec(s, which, params, 2);
+    status = obx_pg_session_check(s, res, doing, err);
+    if (status == OUTBOX_OK) {
+        *deleted = (size_t)strtoul(PQcmdTuples(res), NULL, 10);
+    }
+    PQclear(res);
+    return status;
+}

@@ -1,0 +1,133 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * worker.c - the relay's and the consumer's common ground (worker.h).
+ *
+ * Outages are states, not errors: a server that stops answering is
+ * logged once, its counter drops to 0, and the worker retries on a
+ * growing pause until it answers again, which is logged once too.
+ */
+#include "worker.h"
+
+#include <string.h>
+
+#include "common/error.h"
+#include "config/config.h"
+#include "log.h"
+#include "pause.h"
+
+#include "common/banned.h" /* last: poisons unsafe functions */
+
+outbox_status
+obx_worker_init(struct obx_worker *w, const char *role, unsigned part, size_t stat_count,
+                const outbox_config *cfg,
+                outbox_status (*check)(const struct obx_config *cfg, outbox_error *err),
+                outbox_error *err)
+{
+    outbox_status st;
+
+    memset(w, 0, sizeof(*w));
+    w->role = role;
+    w->stat_count = stat_count < OBX_WORKER_MAX_STATS ? stat_count : OBX_WORKER_MAX_STATS;
+    pthread_mutex_init(&w->stats_lock, NULL);
+    if (cfg == NULL) {
+        return obx_fail(err, OUTBOX_EINVAL, "no configuration given");
+    }
+    st = check(&cfg->values, err);
+    if (st == OUTBOX_OK) {
+        st = obx_config_init(&w->cfg, part, err);
+    }
+    if (st == OUTBOX_OK) {
+        st = obx_config_copy(&w->cfg, &cfg->values, err);
+    }
+    if (st == OUTBOX_OK) {
+        obx_config_replica_name(&w->cfg, w->name, sizeof(w->name));
+    }
+    return st;
+}
+
+void
+obx_worker_fini(struct obx_worker *w)
+{
+    obx_config_fini(&w->cfg);
+    pthread_mutex_destroy(&w->stats_lock);
+}
+
+static void
+set_stat(struct obx_worker *w, int id, unsigned long long value, int add)
+{
+    if (id < 0 || (size_t)id >= w->stat_count) {
+        return;
+    }
+    pthread_mutex_lock(&w->stats_lock);
+    w->stats[id] = add ? w->stats[id] + value : value;
+    pthread_mutex_unlock(&w->stats_lock);
+}
+
+void
+obx_worker_count(struct obx_worker *w, int id, unsigned long long n)
+{
+    set_stat(w, id, n, 1);
+}
+
+void
+obx_worker_count_all(struct obx_worker *w, const struct obx_worker_add *adds, size_t count)
+{
+    pthread_mutex_lock(&w->stats_lock);
+    for (size_t i = 0; i < count; i++) {
+        if (adds[i].id >= 0 && (size_t)adds[i].id < w->stat_count) {
+            w->stats[adds[i].id] += adds[i].n;
+        }
+    }
+    pthread_mutex_unlock(&w->stats_lock);
+}
+
+unsigned long long
+obx_worker_stat(struct obx_worker *w, int id)
+{
+    unsigned long long v = 0;
+
+    if (id >= 0 && (size_t)id < w->stat_count) {
+        pthread_mutex_lock(&w->stats_lock);
+        v = w->stats[id];
+        pthread_mutex_unlock(&w->stats_lock);
+    }
+    return v;
+}
+
+void
+obx_worker_link_answers(struct obx_worker *w, struct obx_worker_link *l, const char *event,
+                        const char *detail)
+{
+    if (!l->up) {
+        obx_log(OUTBOX_LOG_INFO, "%s %s %s=%s%s%s", l->what, event, w->role, w->name,
+                detail ? " " : "", detail ? detail : "");
+        l->up = 1;
+        set_stat(w, l->stat_up, 1, 0);
+    }
+}
+
+void
+obx_worker_link_up(struct obx_worker *w, struct obx_worker_link *l, const char *event,
+                   const char *detail)
+{
+    obx_worker_link_answers(w, l, event, detail);
+    l->pause_ms = 0;
+}
+
+void
+obx_worker_link_down(struct obx_worker *w, struct obx_worker_link *l, const char *why)
+{
+    if (l->up || l->pause_ms == 0) {
+        obx_log(OUTBOX_LOG_WARN, "%s unavailable %s=%s error=\"%s\"", l->what, w->role, w->name,
+                why);
+        l->up = 0;
+        set_stat(w, l->stat_up, 0, 0);
+    }
+    l->pause_ms = obx_grow_pause(l->pause_ms);
+}
+
+void
+obx_worker_link_wait(struct obx_worker *w, const struct obx_worker_link *l)
+{
+    obx_pause_ms(&w->stop_requested, l->pause_ms);
+}

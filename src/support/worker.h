@@ -1,0 +1,85 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * worker.h - what a relay and a consumer share: their own copy of the
+ * configuration and their name, the stop flag, counters read from any
+ * thread, and the state of each server they need (up, or away with a
+ * growing pause), logged once per change.
+ */
+#ifndef OBX_WORKER_H
+#define OBX_WORKER_H
+
+#include <pthread.h>
+#include <signal.h>
+#include <stddef.h>
+
+#include "config/settings.h"
+#include "outbox/outbox.h"
+
+enum { OBX_WORKER_MAX_STATS = 32 };
+
+struct obx_worker {
+    const char *role;                     /* "relay", "consumer": its key in log lines */
+    struct obx_config cfg;                /* owned copy of the caller's configuration */
+    char name[96];                        /* cfg.name, or host-pid when it is unset */
+    volatile sig_atomic_t stop_requested; /* set by the public _stop(), from any thread */
+    pthread_mutex_t stats_lock;
+    unsigned long long stats[OBX_WORKER_MAX_STATS]; /* by the public stat ids; stats_lock */
+    size_t stat_count;
+};
+
+/*
+ * A server the worker needs, as the worker's own thread sees it. `what`
+ * names it in log lines ("database", "broker", "feed"); `stat_up` is the
+ * public counter that reads 1 while it answers.
+ */
+struct obx_worker_link {
+    const char *what;
+    int stat_up;
+    int up;
+    int pause_ms; /* how long to wait before the next try; 0 while up */
+};
+
+/*
+ * Checks `cfg` with `check` (the rules that need several settings), then
+ * copies it. `part` is the kind of configuration the worker takes.
+ * OUTBOX_EINVAL names the setting.
+ */
+outbox_status obx_worker_init(struct obx_worker *w, const char *role, unsigned part,
+                              size_t stat_count, const outbox_config *cfg,
+                              outbox_status (*check)(const struct obx_config *cfg,
+                                                     outbox_error *err),
+                              outbox_error *err);
+void obx_worker_fini(struct obx_worker *w);
+
+/* Adds `n` to counter `id`. */
+void obx_worker_count(struct obx_worker *w, int id, unsigned long long n);
+
+/* Adds several at once, under one lock: what one batch did. */
+struct obx_worker_add {
+    int id;
+    unsigned long long n;
+};
+void obx_worker_count_all(struct obx_worker *w, const struct obx_worker_add *adds, size_t count);
+
+/* Counter `id`; 0 for an id the worker does not have. */
+unsigned long long obx_worker_stat(struct obx_worker *w, int id);
+
+/* The server answers: "<what> <event> <role>=<name> <detail>" once, and the pause starts over. */
+void obx_worker_link_up(struct obx_worker *w, struct obx_worker_link *l, const char *event,
+                        const char *detail);
+
+/*
+ * The server answers again, but the pause stands: the worker only knows it
+ * is reachable (it connects, it answers a request), not yet that it does
+ * its work, so retries stay paced until it does (obx_worker_link_up).
+ */
+void obx_worker_link_answers(struct obx_worker *w, struct obx_worker_link *l, const char *event,
+                             const char *detail);
+
+/* It does not: "<what> unavailable <role>=<name> error=..." once per outage; the pause grows. */
+void obx_worker_link_down(struct obx_worker *w, struct obx_worker_link *l, const char *why);
+
+/* Waits out the link's pause, or less when the worker is asked to stop. */
+void obx_worker_link_wait(struct obx_worker *w, const struct obx_worker_link *l);
+
+#endif

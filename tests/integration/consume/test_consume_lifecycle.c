@@ -1,0 +1,247 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_consume_lifecycle.c - starting and stopping `outboxd consume`: on
+ * SIGTERM a replica stops fetching, finishes the batch in hand and exits
+ * within the drain timeout (both backends); an existing JetStream consumer
+ * with another ack_wait is updated in place, every other setting kept; a
+ * stream the consumer has to create gets the configured max age; a ledger
+ * retention shorter than the stream's max age is refused with exit code 2.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <criterion/criterion.h>
+#include <criterion/logging.h>
+
+#include "aged_rows.h"
+#include "consume_nats.h"
+#include "consume_test.h"
+#include "harness.h"
+#include "relay_test.h"
+
+#include "common/banned.h" /* last: poisons unsafe functions */
+
+#define NS_PER_S 1000000000LL
+
+static PGconn *conn;
+static char dir[64];
+
+static void
+setup(void)
+{
+    conn = harness_pg_connect_fresh();
+    consume_test_prepare(conn);
+    consume_test_dir_make(dir);
+}
+
+static void
+teardown(void)
+{
+    consume_test_dir_remove(dir);
+    PQfinish(conn);
+    conn = NULL;
+}
+
+TestSuite(consume_lifecycle, .init = setup, .fini = teardown, .timeout = 150);
+
+static const char *const audit_only[] = {CONSUME_EFFECT("audit"), NULL};
+
+/*
+ * SIGTERM arrives while the first handler of the first batch runs. The
+ * batch (5 events, 0.3 s each) is finished and settled; nothing else is
+ * fetched; the process exits 0 well within the 10 s drain timeout.
+ */
+static void
+sigterm_finishes_the_batch_in_hand(const char *bus, int whole_group)
+{
+    enum { EVENTS = 30, BATCH = 5 };
+    const char *const handlers[] = {
+        "slow=exec:echo \"$OUTBOX_EVENT_ID\" >> \"$CONSUME_DIR/started\"; sleep 0.3; "
+        "echo \"$OUTBOX_EVENT_ID\" >> \"$CONSUME_DIR/runs\"",
+        NULL,
+    };
+    struct consume_group g;
+    struct harness_proc consumer;
+    long long asked_ms, exit_ms;
+    int status;
+
+    consume_group_init(&g, bus, "TERM", dir);
+    relay_env_set_int(&g.env, "OUTBOX_BATCH_SIZE", BATCH);
+    relay_env_set(&g.env, "OUTBOX_DRAIN_TIMEOUT_SECONDS", "10");
+    relay_test_enqueue(conn, EVENTS);
+    if (g.jetstream) { /* the whole backlog is in the stream before the consumer fetches */
+        HARNESS_WAIT_UNTIL(relay_test_unfinished(conn) == 0, 30000);
+    }
+    consume_test_start(&consumer, &g.env, "term-1", handlers);
+    HARNESS_WAIT_UNTIL(consume_test_lines(dir, "started", "") >= 1, 30000);
+    asked_ms = harness_now_ms();
+    if (whole_group) {
+        /* Ctrl-C or systemd: every process of outboxd's group. Handlers run in their own
+         * process group, so the ones running finish and are marked done. */
+        harness_proc_signal(&consumer, SIGTERM);
+    } else {
+        kill(consumer.pid, SIGTERM); /* outboxd alone, as `docker stop` does */
+    }
+    status = harness_proc_wait(&consumer, 15000);
+    exit_ms = harness_now_ms() - asked_ms;
+    cr_log_info("%s: exited with %d %lld ms after SIGTERM", bus, status, exit_ms);
+    cr_assert_eq(status, 0, "exit status %d:\n%s", status, consume_test_log_tail(&consumer, 3000));
+    cr_assert_lt(exit_ms, 10000, "took %lld ms for a 10 s drain timeout", exit_ms);
+
+    /* The batch in hand was finished, and nothing after it was started. */
+    cr_assert_eq(consume_test_lines(dir, "started", ""), BATCH);
+    cr_assert_eq(consume_test_lines(dir, "runs", ""), BATCH);
+    cr_assert_eq(harness_scalar_ll(conn, "SELECT count(*) FROM outbox.processed_events "
+                                         "WHERE status = 'done'"),
+                 BATCH);
+    cr_assert_eq(harness_scalar_ll(conn, "SELECT count(*) FROM outbox.processed_events "
+                                         "WHERE status <> 'done'"),
+                 0, "a claim was left behind");
+    if (g.jetstream) {
+        struct consume_nats_state st = consume_test_nats_state(g.stream, g.consumer);
+
+        cr_assert_eq(st.num_ack_pending, 0, "the batch was not settled before exiting");
+        cr_assert_eq(st.num_pending, EVENTS - BATCH, "it fetched after SIGTERM");
+    } else {
+        cr_assert_eq(relay_test_count(conn, "status = 'done'"), BATCH);
+        cr_assert_eq(relay_test_count(conn, "status = 'pending'"), EVENTS - BATCH,
+                     "it leased after SIGTERM, or left rows leased");
+    }
+    consume_group_fini(&g);
+}
+
+Test(consume_lifecycle, sigterm_stops_fetching_and_finishes_the_batch_in_hand_on_jetstream)
+{
+    sigterm_finishes_the_batch_in_hand("jetstream", 0);
+}
+
+Test(consume_lifecycle, sigterm_stops_fetching_and_finishes_the_batch_in_hand_on_the_db_backend)
+{
+    sigterm_finishes_the_batch_in_hand("db", 0);
+}
+
+Test(consume_lifecycle, a_sigterm_to_the_whole_process_group_lets_running_handlers_finish)
+{
+    sigterm_finishes_the_batch_in_hand("db", 1);
+}
+
+Test(consume_lifecycle, an_existing_consumer_with_another_ack_wait_is_updated_in_place)
+{
+    struct consume_group g;
+    struct consume_nats_state before, after;
+    struct harness_proc consumer;
+    char filter[64], err[512] = "";
+
+    consume_group_init(&g, "jetstream", "ACKW", NULL);
+    snprintf(filter, sizeof(filter), "%s.>", g.prefix);
+    cr_assert_eq(consume_nats_create_stream(harness_nats_url(), g.stream, g.prefix, 7 * 86400, err,
+                                            sizeof(err)),
+                 0, "%s", err);
+    cr_assert_eq(consume_nats_create_consumer(harness_nats_url(), g.stream, g.consumer, filter, 30,
+                                              "sized by hand", 5000, err, sizeof(err)),
+                 0, "%s", err);
+    before = consume_test_nats_state(g.stream, g.consumer);
+    relay_test_enqueue(conn, 50);
+    consume_test_start(&consumer, &g.env, "ackw-1", audit_only);
+    HARNESS_WAIT_UNTIL(harness_proc_log_contains(&consumer, "field=ack_wait"), 20000);
+    HARNESS_WAIT_UNTIL(consume_test_handled(conn, "audit") == 50 &&
+                           consume_test_nats_drained(g.stream, g.consumer),
+                       30000);
+    consume_test_stop(&consumer, 10000);
+
+    after = consume_test_nats_state(g.stream, g.consumer);
+    cr_assert(harness_proc_log_contains(&consumer, "consumer updated"), "no update was logged:\n%s",
+              harness_proc_log(&consumer));
+    cr_assert_eq(before.ack_wait_ns, 30 * NS_PER_S);
+    cr_assert_eq(after.ack_wait_ns, 2 * NS_PER_S, "ack_wait was not updated");
+    cr_assert_eq(after.created_ns, before.created_ns, "the consumer was recreated, not updated");
+    cr_assert_str_eq(after.description, "sized by hand");
+    cr_assert_eq(after.max_ack_pending, 5000, "max_ack_pending was not kept");
+    consume_test_expect_exactly_once(conn, "audit");
+    consume_group_fini(&g);
+}
+
+Test(consume_lifecycle, a_stream_the_consumer_creates_gets_the_configured_max_age)
+{
+    struct relay_env env;
+    struct harness_proc consumer;
+    int64_t max_age = 0;
+    char err[512] = "";
+
+    consume_test_env(&env, "jetstream", "C_MAXAGE", "cmaxage", "G_MAXAGE");
+    relay_env_set(&env, "OUTBOX_STREAM_MAX_AGE_SECONDS", "172800");
+    relay_env_set(&env, "OUTBOX_LEDGER_RETENTION_DAYS", "3");
+    consume_test_start(&consumer, &env, "maxage-1", audit_only);
+    HARNESS_WAIT_UNTIL(harness_proc_log_contains(&consumer, "feed ready"), 20000);
+    consume_test_stop(&consumer, 10000);
+    cr_assert_eq(
+        consume_nats_stream_max_age(harness_nats_url(), "C_MAXAGE", &max_age, err, sizeof(err)), 0,
+        "%s", err);
+    cr_assert_eq(max_age, 172800, "the consumer created the stream with max_age %lld s",
+                 (long long)max_age);
+    relay_env_fini(&env);
+}
+
+Test(consume_lifecycle, a_ledger_retention_shorter_than_the_streams_max_age_is_refused_with_exit_2)
+{
+    struct relay_env env;
+    struct harness_proc refused, accepted;
+    struct consume_nats_state st;
+    char err[512] = "";
+    int status;
+
+    consume_test_env(&env, "jetstream", "C_RETAIN", "cretain", "G_RETAIN");
+    relay_env_set(&env, "OUTBOX_STREAM_MAX_AGE_SECONDS", "172800");
+    relay_env_set(&env, "OUTBOX_LEDGER_RETENTION_DAYS", "1");
+    consume_test_start(&refused, &env, "retain-1", audit_only);
+    status = harness_proc_wait(&refused, 20000);
+    cr_assert_eq(status, 2, "exit status %d:\n%s", status, harness_proc_log(&refused));
+    cr_assert(harness_proc_log_contains(&refused, "ledger retention 86400 s is shorter than the "
+                                                  "stream's max age 172800 s"),
+              "no clear message:\n%s", harness_proc_log(&refused));
+    cr_assert_neq(
+        consume_nats_state_read(harness_nats_url(), "C_RETAIN", "G_RETAIN", &st, err, sizeof(err)),
+        0, "a refused consumer created its durable consumer anyway");
+
+    /* Exactly the max age is enough. */
+    relay_env_set(&env, "OUTBOX_LEDGER_RETENTION_DAYS", "2");
+    consume_test_start(&accepted, &env, "retain-2", audit_only);
+    HARNESS_WAIT_UNTIL(harness_proc_log_contains(&accepted, "feed ready"), 20000);
+    consume_test_stop(&accepted, 10000);
+    relay_env_fini(&env);
+}
+
+/*
+ * With no relay (OUTBOX_BUS=db, mark mode) the consumers remove handled
+ * rows once they are older than OUTBOX_RETENTION_HOURS, and nothing else.
+ */
+Test(consume_lifecycle, the_db_backend_prunes_handled_rows_after_the_retention)
+{
+    const char *const handlers[] = {"noop=sql:SELECT 1", NULL};
+    struct consume_group g;
+    struct harness_proc consumer;
+
+    /* 10 handled two hours ago, 10 handled just now, 10 still to handle. */
+    relay_test_enqueue(conn, 10);
+    aged_rows_from_pending(conn, "done");
+    relay_test_enqueue(conn, 20);
+    harness_exec(conn, "UPDATE outbox.events SET status = 'done', published_at = now() "
+                       "WHERE id IN (SELECT id FROM outbox.events WHERE status = 'pending' "
+                       "ORDER BY id LIMIT 10)");
+    harness_exec(conn, "CREATE TABLE recent AS SELECT id FROM outbox.events "
+                       "WHERE status = 'done' AND published_at > now() - interval '1 hour'");
+    consume_group_init(&g, "db", "PRUNE", NULL);
+    relay_env_set(&g.env, "OUTBOX_RETENTION_HOURS", "1");
+    consume_test_start(&consumer, &g.env, "prune-1", handlers);
+    HARNESS_WAIT_UNTIL(relay_test_count(conn, "published_at < now() - interval '1 hour'") == 0,
+                       30000);
+    HARNESS_WAIT_UNTIL(relay_test_count(conn, "status = 'pending'") == 0, 30000);
+    consume_test_stop(&consumer, 10000);
+    cr_assert_eq(relay_test_count(conn, "true"), 20, "only the old handled rows are gone");
+    cr_assert_eq(harness_scalar_ll(conn, "SELECT count(*) FROM recent JOIN outbox.events "
+                                         "USING (id)"),
+                 10, "a row handled within the retention was removed");
+    consume_group_fini(&g);
+}

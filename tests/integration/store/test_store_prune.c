@@ -1,0 +1,87 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_store_prune.c - retention of published rows in mark mode: only done
+ * rows published longer ago than the retention go, at most `limit` per
+ * call, and rows in any other state stay whatever their age.
+ */
+#include <criterion/criterion.h>
+#include <stdio.h>
+
+#include "aged_rows.h"
+#include "harness.h"
+#include "store/store.h"
+#include "store_helpers.h"
+
+static PGconn *conn;
+static struct obx_store *store;
+
+static void
+setup(void)
+{
+    conn = harness_pg_connect_fresh();
+    store = helper_store_open("store-prune");
+}
+
+static void
+teardown(void)
+{
+    obx_store_close(store);
+    store = NULL;
+    PQfinish(conn);
+    conn = NULL;
+}
+
+TestSuite(store_prune, .init = setup, .fini = teardown, .timeout = 60);
+
+/* Adds `n` rows in `status`, two hours old. */
+static void
+add_aged_rows(int n, const char *status)
+{
+    helper_enqueue(conn, n);
+    aged_rows_from_pending(conn, status);
+}
+
+static size_t
+prune(int retention_seconds, int limit)
+{
+    size_t deleted = 12345;
+    outbox_error err;
+    outbox_status status = obx_store_prune_done(store, retention_seconds, limit, &deleted, &err);
+
+    cr_assert_eq(status, OUTBOX_OK, "prune: %s", err.message);
+    return deleted;
+}
+
+Test(store_prune, removes_only_old_done_rows_and_at_most_limit)
+{
+    add_aged_rows(5, "done");
+    add_aged_rows(1, "dead");
+    add_aged_rows(1, "invalid");
+    add_aged_rows(1, "pending"); /* an old row still in backoff */
+    helper_enqueue(conn, 2);
+    harness_exec(conn, "UPDATE outbox.events SET status = 'done', published_at = now() "
+                       "WHERE status = 'pending' AND created_at > now() - interval '1 hour'");
+
+    cr_assert_eq(prune(3600, 3), 3, "at most the limit");
+    cr_assert_eq(prune(3600, 3), 2, "the rest of the old done rows");
+    cr_assert_eq(prune(3600, 3), 0, "nothing else is old and done");
+    cr_assert_eq(helper_count(conn, "status = 'done'"), 2, "recently published rows stay");
+    cr_assert_eq(helper_count(conn, "status IN ('dead', 'invalid', 'pending')"), 3,
+                 "old rows in other states stay");
+}
+
+Test(store_prune, keeps_rows_until_their_retention_has_passed)
+{
+    add_aged_rows(2, "done");
+    cr_assert_eq(prune(3 * 3600, 100), 0, "published two hours ago, kept three");
+    cr_assert_eq(prune(3600, 100), 2);
+}
+
+Test(store_prune, keeps_a_row_published_recently_even_if_its_id_is_old)
+{
+    add_aged_rows(1, "done");
+    /* Created two hours ago (say, after a long backoff), published just now. */
+    harness_exec(conn, "UPDATE outbox.events SET published_at = now()");
+    cr_assert_eq(prune(3600, 100), 0, "published_at decides, not the id");
+    cr_assert_eq(helper_count(conn, "status = 'done'"), 1);
+}

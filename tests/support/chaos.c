@@ -1,0 +1,70 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * chaos.c - the fault tests' shared plumbing (see chaos.h), on the harness's servers.
+ */
+#include "chaos.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include <criterion/criterion.h>
+#include <criterion/logging.h>
+
+#include "harness.h"
+
+#include "common/banned.h" /* last: poisons unsafe functions */
+
+static unsigned int seed;
+
+PGconn *
+chaos_begin(void (*prepare)(PGconn *conn), int exclusive)
+{
+    PGconn *conn;
+
+    if (exclusive) {
+        harness_servers_exclusive(); /* before connecting: these tests stop servers */
+    }
+    conn = harness_pg_connect_fresh();
+    prepare(conn);
+    seed = (unsigned int)time(NULL) ^ (unsigned int)harness_now_ms();
+    cr_log_info("random seed %u", seed);
+    return conn;
+}
+
+void
+chaos_end(PGconn **conn)
+{
+    PQfinish(*conn);
+    *conn = NULL;
+}
+
+int
+chaos_random_ms(int lo, int hi)
+{
+    return lo + (int)(rand_r(&seed) % (unsigned int)(hi - lo + 1));
+}
+
+void
+chaos_start_writer(struct writer_thread *w, int events, int per_txn, int pause_ms)
+{
+    *w = (struct writer_thread){
+        .url = harness_db_url(), .target = events, .per_txn = per_txn, .pause_ms = pause_ms};
+    cr_assert_eq(writer_thread_start(w), 0);
+}
+
+void
+chaos_replica_name(char *out, size_t cap, int index, int generation)
+{
+    snprintf(out, cap, "chaos-%d.%d", index + 1, generation);
+}
+
+long long
+chaos_terminate_a_backend(PGconn *conn)
+{
+    return harness_scalar_ll(conn,
+                             "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) AS t "
+                             "FROM pg_stat_activity WHERE datname = current_database() "
+                             "AND pid <> pg_backend_pid() AND backend_type = 'client backend' "
+                             "ORDER BY random() LIMIT 1) AS k WHERE t");
+}

@@ -1,0 +1,33 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * chaos.h - what the fault tests of relays and consumers share: a fresh
+ * database per test, a random seed logged so a failure can be replayed,
+ * random pauses, writers, replica names and terminated backends.
+ */
+#ifndef OBX_TEST_CHAOS_H
+#define OBX_TEST_CHAOS_H
+
+#include <libpq-fe.h>
+
+#include "writer_thread.h"
+
+/*
+ * Connects to a fresh database prepared by `prepare` and seeds the random
+ * pauses. `exclusive`: the test stops servers, so it needs them to itself.
+ */
+PGconn *chaos_begin(void (*prepare)(PGconn *conn), int exclusive);
+void chaos_end(PGconn **conn);
+
+/* A random number of milliseconds in [lo, hi], from the logged seed. */
+int chaos_random_ms(int lo, int hi);
+
+/* Starts a writer committing `events` in transactions of `per_txn`, `pause_ms` apart. */
+void chaos_start_writer(struct writer_thread *w, int events, int per_txn, int pause_ms);
+
+/* "chaos-<index+1>.<generation>": a replica's name, new for each restart. */
+void chaos_replica_name(char *out, size_t cap, int index, int generation);
+
+/* Terminates one random client session of `conn`'s database (not `conn`'s); 1 if it did. */
+long long chaos_terminate_a_backend(PGconn *conn);
+
+#endif

@@ -1,0 +1,153 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_settings.c - the settings table: defaults, environment, flags,
+ * bounds, and one clear line for a bad value.
+ */
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config/config.h"
+#include "config/settings.h"
+#include "outbox/worker.h"
+
+static void
+clear_env(void)
+{
+    for (size_t i = 0; i < obx_settings_count; i++) {
+        unsetenv(obx_settings[i].env);
+    }
+}
+
+TestSuite(settings, .init = clear_env);
+
+Test(settings, defaults_apply_when_nothing_is_set)
+{
+    struct obx_config cfg;
+    outbox_error err = {0};
+    int rest = -1;
+
+    cr_assert_eq(obx_config_load(&cfg, 0, NULL, &rest, &err), OUTBOX_OK, "%s", err.message);
+    cr_assert_eq(rest, 0);
+    cr_assert_str_eq(cfg.schema, "outbox");
+    cr_assert_eq(cfg.bus, OUTBOX_BUS_JETSTREAM);
+    cr_assert_eq(cfg.relay_mode, OUTBOX_RELAY_MARK);
+    cr_assert_eq(cfg.log_level, OUTBOX_LOG_INFO);
+    cr_assert_str_eq(cfg.stream, "EVENTS");
+    cr_assert_str_eq(cfg.subject_prefix, "events");
+    cr_assert_eq(cfg.lease_seconds, 60);
+    cr_assert_eq(cfg.ledger_lease_seconds, 1800);
+    cr_assert_null(cfg.database_url);
+    obx_config_fini(&cfg);
+}
+
+Test(settings, flags_override_the_environment)
+{
+    struct obx_config cfg;
+    outbox_error err = {0};
+    char *argv[] = {"relay", "--batch-size", "250", "--relay-mode=prune", "extra", NULL};
+    int rest = 0;
+
+    setenv("OUTBOX_BATCH_SIZE", "50", 1);
+    setenv("OUTBOX_LEASE_SECONDS", "1", 1);
+    cr_assert_eq(obx_config_load(&cfg, 5, argv, &rest, &err), OUTBOX_OK, "%s", err.message);
+    cr_assert_eq(cfg.batch_size, 250);
+    cr_assert_eq(cfg.lease_seconds, 1, "environment applies when no flag is given");
+    cr_assert_eq(cfg.relay_mode, OUTBOX_RELAY_PRUNE);
+    cr_assert_eq(rest, 2);
+    cr_assert_str_eq(argv[0], "relay");
+    cr_assert_str_eq(argv[1], "extra");
+    obx_config_fini(&cfg);
+}
+
+Test(settings, an_out_of_range_value_names_the_variable_and_the_range)
+{
+    struct obx_config cfg;
+    outbox_error err = {0};
+    int rest;
+
+    setenv("OUTBOX_LEASE_SECONDS", "0", 1);
+    cr_assert_eq(obx_config_load(&cfg, 0, NULL, &rest, &err), OUTBOX_EINVAL);
+    cr_assert_str_eq(err.message,
+                     "OUTBOX_LEASE_SECONDS=\"0\" must be a whole number from 1 to 3600");
+    obx_config_fini(&cfg);
+}
+
+Test(settings, a_choice_lists_the_accepted_values)
+{
+    struct obx_config cfg;
+    outbox_error err = {0};
+    char *argv[] = {"--bus", "kafka"};
+    int rest;
+
+    cr_assert_eq(obx_config_load(&cfg, 2, argv, &rest, &err), OUTBOX_EINVAL);
+    cr_assert_str_eq(err.message, "OUTBOX_BUS=\"kafka\" is not one of jetstream|nats-core|db");
+    obx_config_fini(&cfg);
+}
+
+Test(settings, trailing_garbage_in_a_number_is_refused)
+{
+    struct obx_config cfg;
+    outbox_error err = {0};
+    int rest;
+
+    setenv("OUTBOX_BATCH_SIZE", "100x", 1);
+    cr_assert_eq(obx_config_load(&cfg, 0, NULL, &rest, &err), OUTBOX_EINVAL);
+    cr_assert(strstr(err.message, "OUTBOX_BATCH_SIZE=\"100x\"") != NULL, "%s", err.message);
+    obx_config_fini(&cfg);
+}
+
+Test(settings, every_design_variable_is_in_the_table)
+{
+    const char *design[] = {"OUTBOX_DATABASE_URL",
+                            "OUTBOX_NATS_URL",
+                            "OUTBOX_BUS",
+                            "OUTBOX_SCHEMA",
+                            "OUTBOX_RELAY_MODE",
+                            "OUTBOX_MAX_ATTEMPTS",
+                            "OUTBOX_LEASE_SECONDS",
+                            "OUTBOX_LEDGER_LEASE_SECONDS",
+                            "OUTBOX_BATCH_SIZE",
+                            "OUTBOX_STREAM",
+                            "OUTBOX_SUBJECT_PREFIX",
+                            "OUTBOX_HTTP_ADDR"};
+
+    for (size_t d = 0; d < sizeof(design) / sizeof(design[0]); d++) {
+        int found = 0;
+
+        for (size_t i = 0; i < obx_settings_count; i++) {
+            found |= strcmp(obx_settings[i].env, design[d]) == 0;
+        }
+        cr_assert(found, "%s is missing from the settings table", design[d]);
+    }
+}
+
+/* A CHOICE is stored as its index: the rows must list their values in the enums' order. */
+Test(settings, choices_are_in_the_order_of_the_public_enums)
+{
+    const struct obx_setting *bus = obx_setting_by_key("bus");
+    const struct obx_setting *mode = obx_setting_by_key("relay_mode");
+    const struct obx_setting *level = obx_setting_by_key("log_level");
+
+    cr_assert_eq(obx_setting_choice_index(bus, "jetstream"), OUTBOX_BUS_JETSTREAM);
+    cr_assert_eq(obx_setting_choice_index(bus, "nats-core"), OUTBOX_BUS_NATS_CORE);
+    cr_assert_eq(obx_setting_choice_index(bus, "db"), OUTBOX_BUS_DB);
+    cr_assert_eq(obx_setting_choice_index(mode, "mark"), OUTBOX_RELAY_MARK);
+    cr_assert_eq(obx_setting_choice_index(mode, "prune"), OUTBOX_RELAY_PRUNE);
+    cr_assert_eq(obx_setting_choice_index(level, "debug"), OUTBOX_LOG_DEBUG);
+    cr_assert_eq(obx_setting_choice_index(level, "info"), OUTBOX_LOG_INFO);
+    cr_assert_eq(obx_setting_choice_index(level, "warn"), OUTBOX_LOG_WARN);
+    cr_assert_eq(obx_setting_choice_index(level, "error"), OUTBOX_LOG_ERROR);
+    cr_assert_eq(obx_setting_choice_index(level, "verbose"), -1);
+}
+
+/* No test hook is a setting: they are not in the table, --help or the README. */
+Test(settings, no_test_hook_is_a_setting)
+{
+    for (size_t i = 0; i < obx_settings_count; i++) {
+        cr_assert(strstr(obx_settings[i].env, "TEST") == NULL, "%s is in the settings table",
+                  obx_settings[i].env);
+        cr_assert(strstr(obx_settings[i].help, "tests only") == NULL, "%s is a test hook",
+                  obx_settings[i].env);
+    }
+}

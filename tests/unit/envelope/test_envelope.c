@@ -1,0 +1,130 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_envelope.c - what the writer serializes, the relay parses back and
+ * accepts; what breaks a rule, the relay refuses with a reason.
+ */
+#include <criterion/criterion.h>
+#include <string.h>
+
+#include "envelope/envelope.h"
+#include "outbox/outbox.h"
+
+static char *
+sample_envelope(void)
+{
+    outbox_event *ev = outbox_event_new();
+    const char *json;
+    size_t len;
+    char *copy;
+
+    cr_assert_eq(outbox_event_set_route(ev, "movie", "review.logged", NULL), OUTBOX_OK);
+    cr_assert_eq(outbox_event_set_aggregate_id(ev, "0190a3b2-1c2d-7e3f-8a9b-0c1d2e3f4a5b", NULL),
+                 OUTBOX_OK);
+    cr_assert_eq(outbox_event_set_payload_json(ev, "{\"stars\": 5}", 12, NULL), OUTBOX_OK);
+    cr_assert_eq(outbox_event_set_tenant_id(ev, "acme \"eu\"", NULL), OUTBOX_OK);
+    cr_assert_eq(outbox_event_envelope_json(ev, &json, &len, NULL), OUTBOX_OK);
+    copy = strndup(json, len);
+    outbox_event_free(ev);
+    return copy;
+}
+
+Test(envelope, what_the_writer_serializes_the_relay_accepts)
+{
+    char *json = sample_envelope();
+    struct obx_envelope env;
+    outbox_error err = {0};
+
+    cr_assert_eq(obx_envelope_parse(json, strlen(json), 524288, &env, &err), OUTBOX_OK, "%s",
+                 err.message);
+    cr_assert_str_eq(env.head.aggregate_type, "movie");
+    cr_assert_str_eq(env.head.event_type, "review.logged");
+    cr_assert_str_eq(env.head.tenant_id, "acme \"eu\"");
+    cr_assert_null(env.head.traceparent);
+    cr_assert_eq(strlen(env.head.id), 36);
+    obx_envelope_fini(&env);
+    free(json);
+}
+
+Test(envelope, the_event_id_is_the_envelope_id)
+{
+    outbox_event *ev = outbox_event_new();
+    const char *json;
+    size_t len;
+    char needle[64];
+
+    outbox_event_set_route(ev, "movie", "x", NULL);
+    outbox_event_set_aggregate_id(ev, "0190a3b2-1c2d-7e3f-8a9b-0c1d2e3f4a5b", NULL);
+    outbox_event_set_payload_json(ev, "{}", 2, NULL);
+    cr_assert_eq(outbox_event_envelope_json(ev, &json, &len, NULL), OUTBOX_OK);
+    snprintf(needle, sizeof(needle), "{\"id\":\"%s\"", outbox_event_id(ev));
+    cr_assert(strncmp(json, needle, strlen(needle)) == 0, "%s", json);
+    cr_assert(strstr(json, "\"schema_version\":1") != NULL);
+    outbox_event_free(ev);
+}
+
+static void
+assert_refused(const char *json, const char *reason)
+{
+    struct obx_envelope env = {0};
+    outbox_error err = {0};
+
+    cr_assert_eq(obx_envelope_parse(json, strlen(json), 524288, &env, &err), OUTBOX_EINVAL,
+                 "accepted %s", json);
+    cr_assert(strstr(err.message, reason) != NULL, "reason \"%s\" lacks \"%s\"", err.message,
+              reason);
+    cr_assert_null(env.store, "out-parameter written on failure");
+}
+
+#define ENV_HEAD                                                                                   \
+    "{\"id\":\"0190a3b2-1c2d-7e3f-8a9b-0c1d2e3f4a5b\",\"aggregate_id\":\"0190a3b2-1c2d-7e3f-8a9b-" \
+    "0c1d2e3f4a5b\","
+
+Test(envelope, the_relay_refuses_what_no_writer_may_write)
+{
+    assert_refused("{\"stars\":5}", "envelope has no id");
+    assert_refused("[1]", "envelope must be a JSON object");
+    assert_refused("{", "envelope is not valid JSON");
+    assert_refused(ENV_HEAD "\"event_type\":\"x\",\"aggregate_type\":\"movie\","
+                            "\"occurred_at\":\"2026-11-29T09:41:56.123Z\",\"schema_version\":2,"
+                            "\"payload\":{}}",
+                   "schema_version must be 1");
+    assert_refused(ENV_HEAD "\"event_type\":\"movie.x\",\"aggregate_type\":\"movie\","
+                            "\"occurred_at\":\"2026-11-29T09:41:56.123Z\",\"schema_version\":1,"
+                            "\"payload\":{}}",
+                   "must not start with aggregate_type");
+    assert_refused(ENV_HEAD "\"event_type\":\"x y\",\"aggregate_type\":\"movie\","
+                            "\"occurred_at\":\"2026-11-29T09:41:56.123Z\",\"schema_version\":1,"
+                            "\"payload\":{}}",
+                   "event_type \"x y\"");
+    assert_refused(ENV_HEAD "\"event_type\":\"x\",\"aggregate_type\":\"movie\","
+                            "\"occurred_at\":\"2026-11-29T09:41:56.123Z\",\"schema_version\":1,"
+                            "\"payload\":[]}",
+                   "payload must be a JSON object, not array");
+    assert_refused(ENV_HEAD "\"event_type\":\"x\",\"aggregate_type\":\"movie\","
+                            "\"occurred_at\":\"yesterday\",\"schema_version\":1,\"payload\":{}}",
+                   "occurred_at");
+    assert_refused(ENV_HEAD "\"event_type\":\"x\",\"aggregate_type\":\"movie\",\"extra\":1,"
+                            "\"occurred_at\":\"2026-11-29T09:41:56.123Z\",\"schema_version\":1,"
+                            "\"payload\":{}}",
+                   "unknown key \"extra\"");
+    assert_refused("{\"id\":\"0190A3B2-1C2D-7E3F-8A9B-0C1D2E3F4A5B\",\"aggregate_id\":"
+                   "\"0190a3b2-1c2d-7e3f-8a9b-0c1d2e3f4a5b\",\"event_type\":\"x\","
+                   "\"aggregate_type\":\"movie\",\"occurred_at\":\"2026-11-29T09:41:56.123Z\","
+                   "\"schema_version\":1,\"payload\":{}}",
+                   "is not lower-case");
+    assert_refused(ENV_HEAD "\"event_type\":\"x\",\"aggregate_type\":\"movie\","
+                            "\"occurred_at\":\"2026-11-29T09:41:56.123Z\",\"schema_version\":1,"
+                            "\"payload\":{\"a\":\"x\\u0000y\"}}",
+                   "NUL character");
+}
+
+Test(envelope, the_relay_refuses_an_envelope_over_its_size_limit)
+{
+    char *json = sample_envelope();
+    struct obx_envelope env = {0};
+    outbox_error err = {0};
+
+    cr_assert_eq(obx_envelope_parse(json, strlen(json), 100, &env, &err), OUTBOX_EINVAL);
+    cr_assert(strstr(err.message, "over the limit of 100") != NULL, "%s", err.message);
+    free(json);
+}
