@@ -9,6 +9,7 @@
 
 #include "commands.h"
 #include "demo.h"
+#include "health.h"
 #include "logsink.h"
 #include "settings.h"
 
@@ -29,6 +30,9 @@ usage(FILE *out)
           "            or OUTBOX_HANDLER_1, OUTBOX_HANDLER_2, ... holding the same\n"
           "  demo      writers -> relays -> JetStream on throwaway servers, with a live line\n"
           "            [--seconds S] [--rate EVENTS_PER_S] [--writers N] [--relays N]\n"
+          "  health    exit 0 if a running daemon's /readyz answers 200, else 1 (for\n"
+          "            container health checks) [--url URL; default "
+          "http://$OUTBOX_HTTP_ADDR/readyz]\n"
           "\n",
           out);
     obx_settings_print_help(out);
@@ -44,6 +48,9 @@ main(int argc, char **argv)
     if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
         usage(stdout);
         return 0;
+    }
+    if (argc >= 2 && strcmp(argv[1], "health") == 0) { /* a client: reads no settings */
+        return obx_cmd_health(argc - 2, argv + 2);
     }
     if (argc >= 2 && strcmp(argv[1], "--settings-markdown") == 0) {
         obx_settings_print_markdown(stdout);
