@@ -333,7 +333,7 @@ lookup(const outbox_config *cfg, const char *key, const struct obx_setting **out
 outbox_status
 outbox_config_set(outbox_config *cfg, const char *key, const char *value, outbox_error *err)
 {
-    const struct obx_setting *s;
+    const struct obx_setting *s = NULL;
     outbox_status st = lookup(cfg, key, &s, err);
 
     return st == OUTBOX_OK ? obx_config_set_as(&cfg->values, s, key, value, err) : st;
@@ -352,7 +352,7 @@ outbox_status
 outbox_config_get(const outbox_config *cfg, const char *key, char *buf, size_t cap,
                   outbox_error *err)
 {
-    const struct obx_setting *s;
+    const struct obx_setting *s = NULL;
     outbox_status st = lookup(cfg, key, &s, err);
 
     if (st == OUTBOX_OK && buf != NULL && cap > 0) {

@@ -11,7 +11,7 @@
 #include "commands.h"
 #include "handler_spec.h"
 #include "handlers.h"
-#include "metrics.h"
+#include "outboxd/service/metrics.h"
 #include "test_hooks.h"
 
 #include "common/banned.h" /* last: poisons unsafe functions */
@@ -224,7 +224,8 @@ obx_cmd_consume(const struct obx_config *cfg, int argc, char **argv)
             code = obx_serve(&(struct obx_daemon_job){.ctx = w.consumer,
                                                       .run = run_consumer,
                                                       .stop = stop_consumer,
-                                                      .name = "consumer"},
+                                                      .name = "consumer",
+                                                      .command = "consume"},
                              &handlers, cfg);
         }
     }

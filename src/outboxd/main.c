@@ -11,6 +11,7 @@
 #include "config/config.h"
 #include "logsink.h"
 #include "outboxd/demo/demo.h"
+#include "outboxd/service/health.h"
 
 #include "common/banned.h" /* last: poisons unsafe functions */
 
@@ -29,6 +30,9 @@ usage(FILE *out)
           "            or OUTBOX_HANDLER_1, OUTBOX_HANDLER_2, ... holding the same\n"
           "  demo      writers -> relays -> JetStream on throwaway servers, with a live line\n"
           "            [--seconds S] [--rate EVENTS_PER_S] [--writers N] [--relays N]\n"
+          "  health    exit 0 if a running daemon's /readyz answers 200, else 1 (for\n"
+          "            container health checks) [--url URL; default "
+          "http://$OUTBOX_HTTP_ADDR/readyz]\n"
           "\n",
           out);
     obx_config_print_help(out, OBX_FOR_ALL);
@@ -61,6 +65,9 @@ main(int argc, char **argv)
     if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
         usage(stdout);
         return 0;
+    }
+    if (argc >= 2 && strcmp(argv[1], "health") == 0) { /* a client: reads no settings */
+        return obx_cmd_health(argc - 2, argv + 2);
     }
     if (argc >= 2 && strcmp(argv[1], "--settings-markdown") == 0) {
         obx_config_print_markdown(stdout);

@@ -6,8 +6,8 @@
 #include <string.h>
 
 #include "commands.h"
-#include "metrics.h"
 #include "outbox/worker.h"
+#include "outboxd/service/metrics.h"
 #include "test_hooks.h"
 
 #include "common/banned.h" /* last: poisons unsafe functions */
@@ -71,10 +71,12 @@ obx_cmd_relay(const struct obx_config *cfg)
                                     .read = relay_value,
                                     .ctx = relay};
     handlers = obx_worker_view_handlers(&view);
-    code = obx_serve(
-        &(struct obx_daemon_job){
-            .ctx = relay, .run = run_relay, .stop = stop_relay, .name = "relay"},
-        &handlers, cfg);
+    code = obx_serve(&(struct obx_daemon_job){.ctx = relay,
+                                              .run = run_relay,
+                                              .stop = stop_relay,
+                                              .name = "relay",
+                                              .command = "relay"},
+                     &handlers, cfg);
     if (code != 1) {
         outbox_relay_free(relay);
     }

@@ -206,3 +206,45 @@ Test(relay_outage, a_relay_started_while_nats_is_down_connects_when_it_comes_up)
     expect_recovered(relays, "OUT_NATS_DOWN", 300);
     relay_env_fini(&env);
 }
+
+/* 1 when the last `up` line of the relay's log comes after its last `down` line. */
+static int
+logged_back_up(const struct harness_proc *relay, const char *down, const char *up)
+{
+    char *log = harness_proc_log(relay);
+    const char *last_down = NULL, *last_up = NULL;
+    int back;
+
+    for (const char *p = log; p != NULL && (p = strstr(p, down)) != NULL; p++) {
+        last_down = p;
+    }
+    for (const char *p = log; p != NULL && (p = strstr(p, up)) != NULL; p++) {
+        last_up = p;
+    }
+    back = last_down != NULL && last_up != NULL && last_up > last_down;
+    free(log);
+    return back;
+}
+
+/*
+ * Readiness follows the broker even with nothing to publish: after an
+ * outage, a relay whose broker answers again is ready again (it once
+ * stayed not-ready, its health check failing, until some publish landed).
+ */
+Test(relay_outage, an_idle_relay_is_ready_again_once_nats_comes_back)
+{
+    struct harness_proc relay;
+    struct relay_env env;
+
+    relay_test_env(&env, "OUT_IDLE", "outidle");
+    relay_test_start(&relay, &env, "idle-1");
+    HARNESS_WAIT_UNTIL(harness_proc_log_contains(&relay, "broker connected"), 20000);
+    harness_nats_kill(SIGKILL);
+    HARNESS_WAIT_UNTIL(harness_proc_log_contains(&relay, "broker unavailable"), 20000);
+    cr_assert(!logged_back_up(&relay, "broker unavailable", "broker connected"));
+    harness_nats_start();
+    HARNESS_WAIT_UNTIL(logged_back_up(&relay, "broker unavailable", "broker connected"), 30000);
+    relay_test_assert_running(&relay, "an idle relay through a broker outage");
+    relay_test_stop(&relay, 10000);
+    relay_env_fini(&env);
+}

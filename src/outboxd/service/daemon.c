@@ -6,13 +6,14 @@
  * sigtimedwait() in the main thread, so no handler runs in the middle of
  * library code.
  */
-#include "daemon.h"
+#include "outboxd/service/daemon.h"
 
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <time.h>
 
+#include "outboxd/service/lifecycle.h"
 #include "support/log.h"
 
 #include "common/banned.h" /* last: poisons unsafe functions */
@@ -64,9 +65,14 @@ static void
 wait_for_signal(struct worker_state *ws, const sigset_t *set)
 {
     struct timespec tick = {0, 200 * 1000 * 1000};
+    struct obx_lifecycle life;
 
+    obx_lifecycle_init(&life, ws->job);
     for (;;) {
-        int sig = sigtimedwait(set, NULL, &tick);
+        int sig;
+
+        obx_lifecycle_tick(&life); /* ready line, sd_notify READY=1 and watchdog */
+        sig = sigtimedwait(set, NULL, &tick);
 
         if (sig == SIGTERM || sig == SIGINT) {
             obx_log(OUTBOX_LOG_INFO, "stop requested signal=%s",
@@ -110,6 +116,7 @@ obx_daemon_run(const struct obx_daemon_job *job, int drain_timeout_seconds)
         return 1;
     }
     wait_for_signal(&ws, &set);
+    obx_lifecycle_stopping();
     job->stop(job->ctx);
     if (!wait_done(&ws, drain_timeout_seconds)) {
         /* Leases held now expire and other replicas take the rows over. */

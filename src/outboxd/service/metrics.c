@@ -65,6 +65,7 @@ obx_serve(const struct obx_daemon_job *job, const struct obx_http_handlers *hand
     struct obx_http *http = NULL;
     char msg[256];
     sigset_t stop_signals;
+    struct obx_daemon_job run;
     int code;
 
     /* Before the HTTP server's threads start: a stop signal must reach only the main
@@ -75,7 +76,11 @@ obx_serve(const struct obx_daemon_job *job, const struct obx_http_handlers *hand
         fprintf(stderr, "outboxd %s: %s\n", job->name, msg);
         return 2;
     }
-    code = obx_daemon_run(job, (int)cfg->drain_timeout_seconds);
+    /* The main thread reports readiness (the ready line, systemd) by the /readyz test. */
+    run = *job;
+    run.ready = handlers->ready;
+    run.ready_ctx = handlers->ctx;
+    code = obx_daemon_run(&run, (int)cfg->drain_timeout_seconds);
     obx_http_stop(http);
     return code;
 }

@@ -14,9 +14,12 @@
 
 struct obx_daemon_job {
     void *ctx;
-    int (*run)(void *ctx);   /* the worker's loop; returns an exit code */
-    void (*stop)(void *ctx); /* asks the loop to return; called from the main thread */
-    const char *name;        /* for logs: "relay", "consumer" */
+    int (*run)(void *ctx);         /* the worker's loop; returns an exit code */
+    void (*stop)(void *ctx);       /* asks the loop to return; called from the main thread */
+    const char *name;              /* for logs: "relay", "consumer" */
+    const char *command;           /* the outboxd command it is: "relay", "consume" */
+    int (*ready)(void *ready_ctx); /* 1 once the worker can work (what /readyz says) */
+    void *ready_ctx;
 };
 
 /*
