@@ -66,7 +66,29 @@ typedef enum outbox_relay_stat_id {
     OUTBOX_RELAY_BATCHES,     /* lease batches published */
     OUTBOX_RELAY_DATABASE_UP, /* 1 while the database answers */
     OUTBOX_RELAY_BROKER_UP,   /* 1 while the broker answers */
+    /* Sampled from the database every few seconds (0 until the first sample): */
+    OUTBOX_RELAY_OLDEST_DUE_SECONDS,         /* age of the oldest row due now */
+    OUTBOX_RELAY_OLDEST_UNCONFIRMED_SECONDS, /* age of the oldest row leased, maybe published,
+                                              * not finished: past the stream's duplicate
+                                              * window a republish could store it twice */
+    OUTBOX_RELAY_TABLE_DEAD_TUPLES,          /* dead row versions in the outbox table */
+    OUTBOX_RELAY_TABLE_LAST_VACUUM_UNIX,     /* the last (auto)vacuum of it; 0: none known */
+    OUTBOX_RELAY_INDEX_ENTRIES_PER_LEASE,    /* due-index entries read per lease since the
+                                              * previous sample: what a lease scans */
+    OUTBOX_RELAY_DEAD_LETTERS,               /* the relay's own dead letters in the table */
 } outbox_relay_stat_id;
+
+/*
+ * Latency histograms. Every one has the same buckets: their upper bounds in
+ * seconds, ascending, the last one INFINITY. Returns how many there are.
+ */
+OUTBOX_API size_t outbox_histogram_bounds(const double **bounds);
+
+typedef enum outbox_relay_histogram_id {
+    OUTBOX_RELAY_LEASE_SECONDS,   /* one lease statement, sent to answered */
+    OUTBOX_RELAY_FINISH_SECONDS,  /* one finish statement */
+    OUTBOX_RELAY_PUBLISH_SECONDS, /* one batch, first publish to last ack */
+} outbox_relay_histogram_id;
 
 typedef struct outbox_relay outbox_relay;
 
@@ -92,8 +114,18 @@ OUTBOX_API outbox_status outbox_relay_run(outbox_relay *relay, outbox_error *err
 /* Asks a running relay to stop. Safe from any thread and from a signal handler. */
 OUTBOX_API void outbox_relay_stop(outbox_relay *relay);
 
-/* One counter; 0 for an id this library does not know. */
+/* One counter or gauge; 0 for an id this library does not know. */
 OUTBOX_API unsigned long long outbox_relay_stat(outbox_relay *relay, outbox_relay_stat_id id);
+
+/*
+ * Histogram `id`: `counts[i]` gets how many observations were at or below
+ * bound i (cumulative, as Prometheus reads them) for up to `cap` buckets,
+ * `*sum_seconds` (if not NULL) their total. Returns the buckets written; 0
+ * for an id this library does not know. From any thread.
+ */
+OUTBOX_API size_t outbox_relay_histogram(outbox_relay *relay, outbox_relay_histogram_id id,
+                                         unsigned long long *counts, size_t cap,
+                                         double *sum_seconds);
 
 /* ---- consumers ------------------------------------------------------------------------ */
 
@@ -147,7 +179,20 @@ typedef enum outbox_consumer_stat_id {
     OUTBOX_CONSUMER_LEDGER_ERRORS, /* ledger unavailable: redelivered, nothing spent */
     OUTBOX_CONSUMER_DATABASE_UP,   /* 1 while the database answers */
     OUTBOX_CONSUMER_BROKER_UP,     /* 1 while the feed's server answers */
+    OUTBOX_CONSUMER_CLAIMS,        /* ledger claims made (an event, a handler) */
+    OUTBOX_CONSUMER_CONFLICTS,     /* claims found held by another replica: deferred */
 } outbox_consumer_stat_id;
+
+typedef enum outbox_consumer_histogram_id {
+    OUTBOX_CONSUMER_BATCH_SECONDS, /* one fetched batch, every handler run and settled */
+} outbox_consumer_histogram_id;
+
+/* Counters of one handler, by the name it was registered with. */
+typedef enum outbox_handler_stat_id {
+    OUTBOX_HANDLER_HANDLED,      /* runs that returned DONE */
+    OUTBOX_HANDLER_FAILED,       /* failures (attempts spent) */
+    OUTBOX_HANDLER_DEAD_LETTERS, /* its dead letters in the table now (sampled, not requeued) */
+} outbox_handler_stat_id;
 
 typedef struct outbox_consumer outbox_consumer;
 
@@ -200,6 +245,15 @@ OUTBOX_API void outbox_consumer_stop(outbox_consumer *c);
 
 /* One counter; 0 for an id this library does not know. */
 OUTBOX_API unsigned long long outbox_consumer_stat(outbox_consumer *c, outbox_consumer_stat_id id);
+
+/* As outbox_relay_histogram(). */
+OUTBOX_API size_t outbox_consumer_histogram(outbox_consumer *c, outbox_consumer_histogram_id id,
+                                            unsigned long long *counts, size_t cap,
+                                            double *sum_seconds);
+
+/* One handler's counter; 0 for a name or id this consumer does not know. */
+OUTBOX_API unsigned long long outbox_consumer_handler_stat(outbox_consumer *c, const char *handler,
+                                                           outbox_handler_stat_id id);
 
 #ifdef __cplusplus
 }

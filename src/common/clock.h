@@ -10,6 +10,9 @@
 /* Milliseconds of a monotonic clock. */
 long long obx_monotonic_ms(void);
 
+/* Seconds of the same clock, to the microsecond: for latency histograms. */
+double obx_monotonic_seconds(void);
+
 /* Sleeps `ms` milliseconds, through signals. */
 void obx_sleep_ms(int ms);
 

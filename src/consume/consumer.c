@@ -26,6 +26,7 @@ enum {
     MAINTENANCE_EVERY_MS = 5 * 60 * 1000,
     PRUNE_BATCH_ROWS = 1000,
     PRUNE_BATCHES_PER_PASS = 20,
+    SAMPLE_EVERY_MS = 10000, /* the dead-letter gauges' sample period */
 };
 
 /* The ledger's connection broke: the next turn reconnects it. */
@@ -168,9 +169,11 @@ redeliver_all(struct obx_feed_batch *b, struct obx_msg_verdict *v)
  */
 /* The offer's counts reach the statistics under one lock. */
 static void
-add_tally(struct outbox_consumer *c, const struct obx_offer_tally *t)
+add_tally(struct outbox_consumer *c, int h, const struct obx_offer_tally *t)
 {
     const struct obx_worker_add adds[] = {
+        {OUTBOX_CONSUMER_CLAIMS, t->claims},
+        {OUTBOX_CONSUMER_CONFLICTS, t->conflicts},
         {OUTBOX_CONSUMER_HANDLED, t->handled},
         {OUTBOX_CONSUMER_SKIPPED, t->skipped},
         {OUTBOX_CONSUMER_DEFERRED, t->deferred},
@@ -181,6 +184,10 @@ add_tally(struct outbox_consumer *c, const struct obx_offer_tally *t)
     };
 
     obx_worker_count_all(&c->w, adds, sizeof(adds) / sizeof(adds[0]));
+    pthread_mutex_lock(&c->w.stats_lock);
+    c->handler_stats[h][OUTBOX_HANDLER_HANDLED] += t->handled;
+    c->handler_stats[h][OUTBOX_HANDLER_FAILED] += t->failed;
+    pthread_mutex_unlock(&c->w.stats_lock);
 }
 
 static void
@@ -199,7 +206,7 @@ offer_to_handlers(struct outbox_consumer *c, struct obx_feed_batch *b, struct ob
             return;
         }
         st = obx_consumer_offer(&env, &c->handlers[h], b, v, &tally, &err);
-        add_tally(c, &tally);
+        add_tally(c, h, &tally);
         if (st != OUTBOX_OK) {
             redeliver_all(b, v);
             if (err.code == OUTBOX_EUNAVAILABLE) {
@@ -276,6 +283,36 @@ prune_outbox(struct outbox_consumer *c)
 }
 
 /* Ledger rows (and, on the DB backend, outbox rows) older than the retention go. */
+/* Each handler's waiting dead letters, for the gauges, every few seconds. */
+static void
+maybe_sample_dead_letters(struct outbox_consumer *c)
+{
+    const char *names[OBX_MAX_HANDLERS];
+    long long counts[OBX_MAX_HANDLERS];
+    long long now = obx_monotonic_ms();
+    outbox_error err = {0};
+
+    if (now < c->next_sample_ms || !c->db.up) {
+        return;
+    }
+    c->next_sample_ms = now + SAMPLE_EVERY_MS;
+    for (int h = 0; h < c->handler_count; h++) {
+        names[h] = c->handlers[h].name;
+    }
+    if (obx_ledger_dead_counts(c->ledger, names, (size_t)c->handler_count, counts, &err) !=
+        OUTBOX_OK) {
+        if (err.code == OUTBOX_EUNAVAILABLE) {
+            drop_ledger(c, &err);
+        }
+        return;
+    }
+    pthread_mutex_lock(&c->w.stats_lock);
+    for (int h = 0; h < c->handler_count; h++) {
+        c->handler_stats[h][OUTBOX_HANDLER_DEAD_LETTERS] = (unsigned long long)counts[h];
+    }
+    pthread_mutex_unlock(&c->w.stats_lock);
+}
+
 static void
 maybe_maintain(struct outbox_consumer *c)
 {
@@ -319,16 +356,19 @@ static outbox_status
 handle_batch(struct outbox_consumer *c, struct obx_feed_batch *b, outbox_error *err)
 {
     struct obx_msg_verdict *v = calloc(b->count, sizeof(*v));
+    double started;
     outbox_status st;
 
     if (v == NULL) {
         return OUTBOX_OK; /* redelivered after ack_wait */
     }
+    started = obx_monotonic_seconds();
     obx_worker_count(&c->w, OUTBOX_CONSUMER_FETCHED, b->count);
     read_envelopes(c, b, v);
     offer_to_handlers(c, b, v);
     crash_if_asked(c);
     st = settle(c, b, v, err);
+    obx_worker_observe(&c->w, OUTBOX_CONSUMER_BATCH_SECONDS, obx_monotonic_seconds() - started);
     for (size_t i = 0; i < b->count; i++) {
         obx_envelope_fini(&v[i].env);
     }
@@ -347,6 +387,7 @@ run_loop(struct outbox_consumer *c)
             continue;
         }
         maybe_maintain(c);
+        maybe_sample_dead_letters(c);
         if (c->feed->ops->fetch(c->feed, (size_t)c->w.cfg.batch_size, c->w.cfg.poll_max_ms, &batch,
                                 &err) != OUTBOX_OK) {
             feed_down(c, &err);
@@ -373,8 +414,8 @@ outbox_consumer_new(const outbox_config *cfg, outbox_consumer **out, outbox_erro
     if (c == NULL) {
         return obx_fail(err, OUTBOX_ENOMEM, "consumer: out of memory");
     }
-    st = obx_worker_init(&c->w, "consumer", OBX_FOR_CONSUMER, OBX_CONSUMER_STAT_COUNT, cfg,
-                         obx_consumer_config_check, err);
+    st = obx_worker_init(&c->w, "consumer", OBX_FOR_CONSUMER, OBX_CONSUMER_STAT_COUNT,
+                         OBX_CONSUMER_HISTOGRAM_COUNT, cfg, obx_consumer_config_check, err);
     if (st != OUTBOX_OK) {
         outbox_consumer_free(c);
         return st;
@@ -438,4 +479,29 @@ unsigned long long
 outbox_consumer_stat(outbox_consumer *c, outbox_consumer_stat_id id)
 {
     return obx_worker_stat(&c->w, (int)id);
+}
+
+size_t
+outbox_consumer_histogram(outbox_consumer *c, outbox_consumer_histogram_id id,
+                          unsigned long long *counts, size_t cap, double *sum_seconds)
+{
+    return obx_worker_histogram(&c->w, (int)id, counts, cap, sum_seconds);
+}
+
+unsigned long long
+outbox_consumer_handler_stat(outbox_consumer *c, const char *handler, outbox_handler_stat_id id)
+{
+    unsigned long long v = 0;
+
+    if (handler == NULL || (unsigned)id >= OBX_HANDLER_STAT_COUNT) {
+        return 0;
+    }
+    for (int h = 0; h < c->handler_count; h++) {
+        if (strcmp(c->handlers[h].name, handler) == 0) {
+            pthread_mutex_lock(&c->w.stats_lock);
+            v = c->handler_stats[h][id];
+            pthread_mutex_unlock(&c->w.stats_lock);
+        }
+    }
+    return v;
 }

@@ -16,7 +16,11 @@
 #include "outbox/worker.h"
 #include "support/worker.h"
 
-enum { OBX_CONSUMER_STAT_COUNT = OUTBOX_CONSUMER_BROKER_UP + 1 };
+enum {
+    OBX_CONSUMER_STAT_COUNT = OUTBOX_CONSUMER_CONFLICTS + 1,
+    OBX_CONSUMER_HISTOGRAM_COUNT = OUTBOX_CONSUMER_BATCH_SECONDS + 1,
+    OBX_HANDLER_STAT_COUNT = OUTBOX_HANDLER_DEAD_LETTERS + 1,
+};
 
 struct outbox_consumer {
     struct obx_worker w;                  /* configuration, name, stop flag, counters */
@@ -27,7 +31,9 @@ struct outbox_consumer {
     struct obx_ledger *ledger;     /* NULL until the database first answers; then reconnected */
     struct obx_feed *feed;         /* NULL while its server is away */
     long long next_maintenance_ms; /* monotonic time of the next ledger prune */
-    unsigned int jitter_seed;      /* rand_r() state, its own per replica; the run thread's */
+    long long next_sample_ms;      /* monotonic time of the next dead-letter sample */
+    unsigned long long handler_stats[OBX_MAX_HANDLERS][OBX_HANDLER_STAT_COUNT]; /* w.stats_lock */
+    unsigned int jitter_seed; /* rand_r() state, its own per replica; the run thread's */
 };
 
 /* The rules of a consumer's configuration that need more than one setting. */

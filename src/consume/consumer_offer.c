@@ -155,9 +155,10 @@ nak_all(struct offer *o)
 static void
 apply_claim_states_in(struct offer *o, size_t from, size_t to)
 {
-    size_t skipped = 0, deferred = 0;
+    size_t skipped = 0, deferred = 0, conflicts = 0;
 
     for (size_t k = from; k < to; k++) {
+        conflicts += o->claims[k].state == OBX_CLAIM_BUSY;
         switch (o->claims[k].state) {
         case OBX_CLAIM_DONE:
             skipped++;
@@ -174,8 +175,10 @@ apply_claim_states_in(struct offer *o, size_t from, size_t to)
             break;
         }
     }
+    o->tally->claims += to - from;
     o->tally->skipped += skipped;
     o->tally->deferred += deferred;
+    o->tally->conflicts += conflicts;
 }
 
 static void

@@ -26,6 +26,8 @@ struct obx_offer_env {
 /* What an offer did, for the consumer's counters. */
 struct obx_offer_tally {
     unsigned long long handled, skipped, deferred, failed, retried, dead, ledger_errors;
+    unsigned long long claims;    /* claims made through the ledger */
+    unsigned long long conflicts; /* of those, held by another replica */
 };
 
 /*

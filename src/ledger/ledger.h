@@ -156,6 +156,13 @@ outbox_status obx_ledger_run_sql(struct obx_ledger *ledger, const char *statemen
  * inside the ledger's transaction; NULL while disconnected. Borrowed: the
  * handler must not begin, commit, roll back or close it.
  */
+/*
+ * How many dead letters each of `count` handlers has that no one requeued:
+ * `counts[i]` for `names[i]` (0 when none). Names must be valid handler names.
+ */
+outbox_status obx_ledger_dead_counts(struct obx_ledger *ledger, const char *const *names,
+                                     size_t count, long long *counts, outbox_error *err);
+
 PGconn *obx_ledger_connection(struct obx_ledger *ledger);
 
 /* Where the ledger's open transaction stands, as a handler left it. */

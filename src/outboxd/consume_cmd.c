@@ -180,12 +180,53 @@ static const struct obx_metric_def consumer_counters[] = {
     {OUTBOX_CONSUMER_DEAD, "dead", "events dead-lettered for a handler"},
     {OUTBOX_CONSUMER_LEDGER_ERRORS, "ledger_errors",
      "deliveries redelivered because the ledger was away"},
+    {OUTBOX_CONSUMER_CLAIMS, "claims", "ledger claims made (an event for a handler)"},
+    {OUTBOX_CONSUMER_CONFLICTS, "conflicts", "claims found held by another replica (deferred)"},
+};
+
+static const struct obx_metric_def consumer_histograms[] = {
+    {OUTBOX_CONSUMER_BATCH_SECONDS, "outbox_consumer_batch_duration_seconds",
+     "one fetched batch: every handler run and every message settled"},
 };
 
 static unsigned long long
 consumer_value(void *ctx, int id)
 {
     return outbox_consumer_stat(ctx, (outbox_consumer_stat_id)id);
+}
+
+static size_t
+consumer_histogram(void *ctx, int id, unsigned long long *counts, size_t cap, double *sum)
+{
+    return outbox_consumer_histogram(ctx, (outbox_consumer_histogram_id)id, counts, cap, sum);
+}
+
+/* Each declared handler's counters and dead letters, labelled by its name. */
+static void
+consumer_extra_metrics(void *ctx, struct obx_buf *out)
+{
+    const struct consume *w = ctx;
+    static const struct {
+        outbox_handler_stat_id id;
+        const char *name, *type, *help;
+    } rows[] = {
+        {OUTBOX_HANDLER_HANDLED, "outbox_consumer_handler_handled_total", "counter",
+         "handler runs that finished, by handler"},
+        {OUTBOX_HANDLER_FAILED, "outbox_consumer_handler_failed_total", "counter",
+         "handler failures (attempts spent), by handler"},
+        {OUTBOX_HANDLER_DEAD_LETTERS, "outbox_dead_letters", "gauge",
+         "dead letters waiting for an operator, by handler"},
+    };
+
+    for (size_t r = 0; r < sizeof(rows) / sizeof(rows[0]); r++) {
+        obx_buf_appendf(out, "# HELP %s %s.\n# TYPE %s %s\n", rows[r].name, rows[r].help,
+                        rows[r].name, rows[r].type);
+        for (int i = 0; i < w->count; i++) {
+            obx_buf_appendf(
+                out, "%s{handler=\"%s\"} %llu\n", rows[r].name, w->specs[i].name,
+                outbox_consumer_handler_stat(w->consumer, w->specs[i].name, rows[r].id));
+        }
+    }
 }
 
 static outbox_status
@@ -212,14 +253,19 @@ obx_cmd_consume(const struct obx_config *cfg, int argc, char **argv)
             fprintf(stderr, "outboxd consume: %s\n", err.message);
         } else if (register_handlers(&w) == 0) {
             obx_test_hooks_apply_consumer(w.consumer);
-            w.view = (struct obx_worker_view){.prefix = "consumer",
-                                              .counters = consumer_counters,
-                                              .counter_count = sizeof(consumer_counters) /
-                                                               sizeof(consumer_counters[0]),
-                                              .database_up = OUTBOX_CONSUMER_DATABASE_UP,
-                                              .broker_up = OUTBOX_CONSUMER_BROKER_UP,
-                                              .read = consumer_value,
-                                              .ctx = w.consumer};
+            w.view = (struct obx_worker_view){
+                .prefix = "consumer",
+                .counters = consumer_counters,
+                .counter_count = sizeof(consumer_counters) / sizeof(consumer_counters[0]),
+                .histograms = consumer_histograms,
+                .histogram_count = sizeof(consumer_histograms) / sizeof(consumer_histograms[0]),
+                .database_up = OUTBOX_CONSUMER_DATABASE_UP,
+                .broker_up = OUTBOX_CONSUMER_BROKER_UP,
+                .read = consumer_value,
+                .read_histogram = consumer_histogram,
+                .extra = consumer_extra_metrics,
+                .extra_ctx = &w,
+                .ctx = w.consumer};
             handlers = obx_worker_view_handlers(&w.view);
             code = obx_serve(&(struct obx_daemon_job){.ctx = w.consumer,
                                                       .run = run_consumer,

@@ -38,10 +38,60 @@ static const struct obx_metric_def relay_counters[] = {
     {OUTBOX_RELAY_BATCHES, "batches", "lease batches published"},
 };
 
+static const struct obx_metric_def relay_gauges[] = {
+    {OUTBOX_RELAY_OLDEST_DUE_SECONDS, "outbox_relay_oldest_due_age_seconds",
+     "age of the oldest row due now (a backlog's wait)"},
+    {OUTBOX_RELAY_TABLE_DEAD_TUPLES, "outbox_relay_table_dead_tuples",
+     "dead row versions in the outbox table (bloat between vacuums)"},
+    {OUTBOX_RELAY_TABLE_LAST_VACUUM_UNIX, "outbox_relay_table_last_vacuum_timestamp_seconds",
+     "last vacuum or autovacuum of the outbox table, Unix time (0: none known)"},
+    {OUTBOX_RELAY_INDEX_ENTRIES_PER_LEASE, "outbox_relay_claim_index_entries_per_lease",
+     "claim-index entries a lease read, between the last two samples"},
+};
+
+static const struct obx_metric_def relay_histograms[] = {
+    {OUTBOX_RELAY_LEASE_SECONDS, "outbox_relay_lease_duration_seconds",
+     "one lease statement, sent to answered"},
+    {OUTBOX_RELAY_FINISH_SECONDS, "outbox_relay_finish_duration_seconds",
+     "one finish statement, sent to answered"},
+    {OUTBOX_RELAY_PUBLISH_SECONDS, "outbox_relay_publish_duration_seconds",
+     "one batch, first publish to last ack"},
+};
+
 static unsigned long long
 relay_value(void *ctx, int id)
 {
     return outbox_relay_stat(ctx, (outbox_relay_stat_id)id);
+}
+
+static size_t
+relay_histogram(void *ctx, int id, unsigned long long *counts, size_t cap, double *sum)
+{
+    return outbox_relay_histogram(ctx, (outbox_relay_histogram_id)id, counts, cap, sum);
+}
+
+/* What needs the relay's settings: the headroom before a republish could duplicate. */
+struct relay_extra {
+    outbox_relay *relay;
+    long long duplicate_window_seconds;
+};
+
+static void
+relay_extra_metrics(void *ctx, struct obx_buf *out)
+{
+    const struct relay_extra *x = ctx;
+    unsigned long long unconfirmed =
+        outbox_relay_stat(x->relay, OUTBOX_RELAY_OLDEST_UNCONFIRMED_SECONDS);
+
+    obx_metrics_gauge(out, "outbox_relay_dedup_headroom_seconds",
+                      "the stream's duplicate window minus the age of the oldest leased, "
+                      "unfinished row: below 0 a republish could store an event twice",
+                      x->duplicate_window_seconds - (long long)unconfirmed);
+    obx_buf_appendf(out,
+                    "# HELP outbox_dead_letters Dead letters waiting for an operator, by handler "
+                    "(\"\" is the relay's own).\n# TYPE outbox_dead_letters gauge\n"
+                    "outbox_dead_letters{handler=\"\"} %llu\n",
+                    outbox_relay_stat(x->relay, OUTBOX_RELAY_DEAD_LETTERS));
 }
 
 int
@@ -50,6 +100,7 @@ obx_cmd_relay(const struct obx_config *cfg)
     /* Static: after an abandoned drain the relay thread still uses them until exit. */
     static outbox_relay *relay;
     static struct obx_worker_view view;
+    static struct relay_extra extra;
     struct obx_http_handlers handlers;
     outbox_error err = {0};
     outbox_config *rc = obx_cmd_worker_config(OUTBOX_CONFIG_RELAY, cfg, &err);
@@ -62,14 +113,23 @@ obx_cmd_relay(const struct obx_config *cfg)
         return 2;
     }
     obx_test_hooks_apply_relay(relay);
-    view = (struct obx_worker_view){.prefix = "relay",
-                                    .counters = relay_counters,
-                                    .counter_count =
-                                        sizeof(relay_counters) / sizeof(relay_counters[0]),
-                                    .database_up = OUTBOX_RELAY_DATABASE_UP,
-                                    .broker_up = OUTBOX_RELAY_BROKER_UP,
-                                    .read = relay_value,
-                                    .ctx = relay};
+    extra = (struct relay_extra){.relay = relay,
+                                 .duplicate_window_seconds = cfg->duplicate_window_seconds};
+    view = (struct obx_worker_view){
+        .prefix = "relay",
+        .counters = relay_counters,
+        .counter_count = sizeof(relay_counters) / sizeof(relay_counters[0]),
+        .gauges = relay_gauges,
+        .gauge_count = sizeof(relay_gauges) / sizeof(relay_gauges[0]),
+        .histograms = relay_histograms,
+        .histogram_count = sizeof(relay_histograms) / sizeof(relay_histograms[0]),
+        .database_up = OUTBOX_RELAY_DATABASE_UP,
+        .broker_up = OUTBOX_RELAY_BROKER_UP,
+        .read = relay_value,
+        .read_histogram = relay_histogram,
+        .extra = relay_extra_metrics,
+        .extra_ctx = &extra,
+        .ctx = relay};
     handlers = obx_worker_view_handlers(&view);
     code = obx_serve(&(struct obx_daemon_job){.ctx = relay,
                                               .run = run_relay,

@@ -23,9 +23,16 @@
 enum {
     POLL_MIN_MS = 5, /* idle poll right after work, growing to poll_max_ms */
     MAINTENANCE_EVERY_MS = 30000,
+    HEALTH_EVERY_MS = 5000,  /* the gauges' sample period */
     PRUNE_BATCH_ROWS = 1000, /* rows per retention delete, so no pass holds locks long */
     PRUNE_BATCHES_PER_PASS = 20,
 };
+
+static double
+seconds_since(double started)
+{
+    return obx_monotonic_seconds() - started;
+}
 
 /* The store's connection broke: the next turn reconnects it. */
 static void
@@ -154,13 +161,18 @@ static void
 lease_batch(struct outbox_relay *relay, struct obx_lease *lease)
 {
     outbox_error err = {0};
+    double started;
+    outbox_status st;
 
     memset(lease, 0, sizeof(*lease));
     if (!relay->db.up) {
         return;
     }
-    if (obx_store_lease(relay->store, relay->w.cfg.batch_size, relay->w.cfg.lease_seconds,
-                        relay->w.cfg.max_lease_expiries, lease, &err) != OUTBOX_OK) {
+    started = obx_monotonic_seconds();
+    st = obx_store_lease(relay->store, relay->w.cfg.batch_size, relay->w.cfg.lease_seconds,
+                         relay->w.cfg.max_lease_expiries, lease, &err);
+    obx_worker_observe(&relay->w, OUTBOX_RELAY_LEASE_SECONDS, seconds_since(started));
+    if (st != OUTBOX_OK) {
         memset(lease, 0, sizeof(*lease));
         if (err.code == OUTBOX_EUNAVAILABLE) {
             drop_store(relay, &err);
@@ -261,12 +273,18 @@ finish_once(struct outbox_relay *relay, const struct obx_lease *lease,
             const struct obx_relay_batch *b, const struct obx_finish_options *fo,
             struct obx_finish_counts *counts, outbox_error *err)
 {
+    double started;
+    outbox_status st;
+
     memset(counts, 0, sizeof(*counts));
     obx_error_reset(err);
     if (!relay->db.up) {
         return obx_fail(err, OUTBOX_EUNAVAILABLE, "no database connection");
     }
-    return obx_store_finish(relay->store, lease, b->outcomes, b->reasons, fo, counts, err);
+    started = obx_monotonic_seconds();
+    st = obx_store_finish(relay->store, lease, b->outcomes, b->reasons, fo, counts, err);
+    obx_worker_observe(&relay->w, OUTBOX_RELAY_FINISH_SECONDS, seconds_since(started));
+    return st;
 }
 
 /*
@@ -399,6 +417,7 @@ publish_batch(struct outbox_relay *relay, const struct obx_lease *cur, struct ob
     struct obx_relay_batch b;
     outbox_error err = {0};
     int transport_failed = 0;
+    double started;
 
     memset(next, 0, sizeof(*next));
     if (obx_relay_batch_prepare(&b, cur, relay->w.cfg.subject_prefix, max_body, &err) !=
@@ -406,6 +425,7 @@ publish_batch(struct outbox_relay *relay, const struct obx_lease *cur, struct ob
         return 0; /* out of memory: the lease expires and another turn retries */
     }
     crash_if_asked(relay, &b);
+    started = obx_monotonic_seconds();
     if (b.msg_count > 0 && obx_bus_send(relay->bus, b.msgs, b.msg_count, &err) != OUTBOX_OK) {
         obx_log(OUTBOX_LOG_ERROR, "publish failed relay=%s error=\"%s\"", relay->w.name,
                 err.message);
@@ -417,6 +437,7 @@ publish_batch(struct outbox_relay *relay, const struct obx_lease *cur, struct ob
         }
         if (b.msg_count > 0) {
             obx_bus_collect(relay->bus, b.results, b.msg_count, &err);
+            obx_worker_observe(&relay->w, OUTBOX_RELAY_PUBLISH_SECONDS, seconds_since(started));
         }
         obx_relay_batch_apply_results(&b);
         transport_failed = any_unavailable(&b);
@@ -459,6 +480,46 @@ maybe_maintain(struct outbox_relay *relay)
     }
 }
 
+/*
+ * The gauges an operator alerts on, from one query every few seconds: what
+ * waits, what a republish could duplicate, dead row versions and the last
+ * vacuum, and how much of the claim index a lease reads.
+ */
+static void
+maybe_sample_health(struct outbox_relay *relay)
+{
+    struct obx_store_health h;
+    outbox_error err = {0};
+    long long now = obx_monotonic_ms();
+    long long scans, reads;
+
+    if (now < relay->next_health_ms || !relay->db.up) {
+        return;
+    }
+    relay->next_health_ms = now + HEALTH_EVERY_MS;
+    if (obx_store_health(relay->store, &h, &err) != OUTBOX_OK) {
+        if (err.code == OUTBOX_EUNAVAILABLE) {
+            drop_store(relay, &err);
+        }
+        return; /* a sample missed is only a gauge a few seconds older */
+    }
+    scans = h.claim_index_scans - relay->health.claim_index_scans;
+    reads = h.claim_index_reads - relay->health.claim_index_reads;
+    if (relay->health.claim_index_scans > 0 && scans > 0 && reads >= 0) {
+        obx_worker_gauge(&relay->w, OUTBOX_RELAY_INDEX_ENTRIES_PER_LEASE,
+                         (unsigned long long)(reads / scans));
+    }
+    obx_worker_gauge(&relay->w, OUTBOX_RELAY_OLDEST_DUE_SECONDS,
+                     (unsigned long long)h.oldest_due_s);
+    obx_worker_gauge(&relay->w, OUTBOX_RELAY_OLDEST_UNCONFIRMED_SECONDS,
+                     (unsigned long long)h.oldest_unconfirmed_s);
+    obx_worker_gauge(&relay->w, OUTBOX_RELAY_TABLE_DEAD_TUPLES, (unsigned long long)h.dead_tuples);
+    obx_worker_gauge(&relay->w, OUTBOX_RELAY_TABLE_LAST_VACUUM_UNIX,
+                     (unsigned long long)h.last_vacuum_unix);
+    obx_worker_gauge(&relay->w, OUTBOX_RELAY_DEAD_LETTERS, (unsigned long long)h.dead_letters);
+    relay->health = h;
+}
+
 /* Nothing was due: wait for a wake-up or the next poll, whichever comes first. */
 static void
 wait_for_work(struct outbox_relay *relay, int idle_ms)
@@ -486,6 +547,7 @@ run_loop(struct outbox_relay *relay)
         if (!ensure_store(relay)) {
             continue;
         }
+        maybe_sample_health(relay); /* before the broker: an outage is when gauges matter most */
         if (!ensure_bus(relay)) {
             /* A batch leased before the broker went away goes back, deferred, rather than
              * wait out the outage under a lease that would expire and count against it. */
@@ -534,8 +596,8 @@ outbox_relay_new(const outbox_config *cfg, outbox_relay **out, outbox_error *err
     if (relay == NULL) {
         return obx_fail(err, OUTBOX_ENOMEM, "relay: out of memory");
     }
-    st = obx_worker_init(&relay->w, "relay", OBX_FOR_RELAY, OBX_RELAY_STAT_COUNT, cfg,
-                         obx_relay_config_check, err);
+    st = obx_worker_init(&relay->w, "relay", OBX_FOR_RELAY, OBX_RELAY_STAT_COUNT,
+                         OBX_RELAY_HISTOGRAM_COUNT, cfg, obx_relay_config_check, err);
     if (st != OUTBOX_OK) {
         outbox_relay_free(relay);
         return st;
@@ -588,4 +650,11 @@ unsigned long long
 outbox_relay_stat(outbox_relay *relay, outbox_relay_stat_id id)
 {
     return obx_worker_stat(&relay->w, (int)id);
+}
+
+size_t
+outbox_relay_histogram(outbox_relay *relay, outbox_relay_histogram_id id,
+                       unsigned long long *counts, size_t cap, double *sum_seconds)
+{
+    return obx_worker_histogram(&relay->w, (int)id, counts, cap, sum_seconds);
 }

@@ -13,7 +13,10 @@
 #include "store/store.h"
 #include "support/worker.h"
 
-enum { OBX_RELAY_STAT_COUNT = OUTBOX_RELAY_BROKER_UP + 1 };
+enum {
+    OBX_RELAY_STAT_COUNT = OUTBOX_RELAY_DEAD_LETTERS + 1,
+    OBX_RELAY_HISTOGRAM_COUNT = OUTBOX_RELAY_PUBLISH_SECONDS + 1,
+};
 
 struct outbox_relay {
     struct obx_worker w;               /* configuration, name, stop flag, counters */
@@ -24,6 +27,8 @@ struct outbox_relay {
     struct obx_bus *bus;               /* NULL until the broker first answers */
     int stream_ready;                  /* JetStream stream created or checked */
     long long next_maintenance_ms;     /* monotonic time of the next retention pass */
+    long long next_health_ms;          /* monotonic time of the next health sample */
+    struct obx_store_health health;    /* the last sample, for the per-lease figure */
 };
 
 /* The rules of a relay's configuration that need more than one setting. */

@@ -119,6 +119,21 @@ outbox_status obx_store_prune_done(struct obx_store *store, int retention_second
  * `timeout_ms` for a notification or data on the socket. Returns OUTBOX_OK
  * whether woken or timed out; `*woken` says which.
  */
+/* The outbox's state as its gauges show it; a value PostgreSQL does not know yet reads 0. */
+struct obx_store_health {
+    long long oldest_due_s;         /* age of the oldest row due now */
+    long long oldest_unconfirmed_s; /* age of the oldest leased row */
+    long long dead_tuples;          /* pg_stat_user_tables.n_dead_tup */
+    long long last_vacuum_unix;     /* last vacuum or autovacuum, Unix seconds */
+    long long claim_index_reads;    /* entries read from the claim index, ever */
+    long long claim_index_scans;    /* scans of it, ever */
+    long long dead_letters;         /* the relay's own, not requeued */
+};
+
+/* One sample (outbox_health.sql). */
+outbox_status obx_store_health(struct obx_store *store, struct obx_store_health *out,
+                               outbox_error *err);
+
 outbox_status obx_store_listen(struct obx_store *store, outbox_error *err);
 outbox_status obx_store_wait(struct obx_store *store, int timeout_ms, int *woken,
                              outbox_error *err);

@@ -37,6 +37,7 @@ static const char *const sql_templates[OBX_STORE_SQL_COUNT] = {
     [OBX_STORE_LISTEN] = obx_sql_listen_wakeup,
     [OBX_STORE_SESSION] = obx_sql_store_session,
     [OBX_STORE_EXTEND] = obx_sql_lease_extend,
+    [OBX_STORE_HEALTH] = obx_sql_outbox_health,
 };
 
 /* What a new connection must set up beyond obx_pg_connect(): see store_session.sql, LISTEN. */

@@ -21,6 +21,7 @@ enum obx_store_sql {
     OBX_STORE_LISTEN,
     OBX_STORE_SESSION,
     OBX_STORE_EXTEND,
+    OBX_STORE_HEALTH,
     OBX_STORE_SQL_COUNT
 };
 

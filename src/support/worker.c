@@ -19,7 +19,7 @@
 
 outbox_status
 obx_worker_init(struct obx_worker *w, const char *role, unsigned part, size_t stat_count,
-                const outbox_config *cfg,
+                size_t histogram_count, const outbox_config *cfg,
                 outbox_status (*check)(const struct obx_config *cfg, outbox_error *err),
                 outbox_error *err)
 {
@@ -28,6 +28,8 @@ obx_worker_init(struct obx_worker *w, const char *role, unsigned part, size_t st
     memset(w, 0, sizeof(*w));
     w->role = role;
     w->stat_count = stat_count < OBX_WORKER_MAX_STATS ? stat_count : OBX_WORKER_MAX_STATS;
+    w->histogram_count =
+        histogram_count < OBX_WORKER_MAX_HISTOGRAMS ? histogram_count : OBX_WORKER_MAX_HISTOGRAMS;
     pthread_mutex_init(&w->stats_lock, NULL);
     if (cfg == NULL) {
         return obx_fail(err, OUTBOX_EINVAL, "no configuration given");
@@ -92,6 +94,41 @@ obx_worker_stat(struct obx_worker *w, int id)
         pthread_mutex_unlock(&w->stats_lock);
     }
     return v;
+}
+
+void
+obx_worker_gauge(struct obx_worker *w, int id, unsigned long long value)
+{
+    set_stat(w, id, value, 0);
+}
+
+void
+obx_worker_observe(struct obx_worker *w, int id, double seconds)
+{
+    if (id < 0 || (size_t)id >= w->histogram_count) {
+        return;
+    }
+    pthread_mutex_lock(&w->stats_lock);
+    obx_histogram_observe(&w->histograms[id], seconds);
+    pthread_mutex_unlock(&w->stats_lock);
+}
+
+size_t
+obx_worker_histogram(struct obx_worker *w, int id, unsigned long long *counts, size_t cap,
+                     double *sum_seconds)
+{
+    size_t n;
+
+    if (id < 0 || (size_t)id >= w->histogram_count) {
+        return 0;
+    }
+    pthread_mutex_lock(&w->stats_lock);
+    n = obx_histogram_cumulative(&w->histograms[id], counts, cap);
+    if (sum_seconds != NULL) {
+        *sum_seconds = w->histograms[id].sum_seconds;
+    }
+    pthread_mutex_unlock(&w->stats_lock);
+    return n;
 }
 
 void

@@ -13,9 +13,10 @@
 #include <stddef.h>
 
 #include "config/settings.h"
+#include "histogram.h"
 #include "outbox/outbox.h"
 
-enum { OBX_WORKER_MAX_STATS = 32 };
+enum { OBX_WORKER_MAX_STATS = 32, OBX_WORKER_MAX_HISTOGRAMS = 4 };
 
 struct obx_worker {
     const char *role;                     /* "relay", "consumer": its key in log lines */
@@ -25,6 +26,8 @@ struct obx_worker {
     pthread_mutex_t stats_lock;
     unsigned long long stats[OBX_WORKER_MAX_STATS]; /* by the public stat ids; stats_lock */
     size_t stat_count;
+    struct obx_histogram histograms[OBX_WORKER_MAX_HISTOGRAMS]; /* by public id; stats_lock */
+    size_t histogram_count;
 };
 
 /*
@@ -45,7 +48,7 @@ struct obx_worker_link {
  * OUTBOX_EINVAL names the setting.
  */
 outbox_status obx_worker_init(struct obx_worker *w, const char *role, unsigned part,
-                              size_t stat_count, const outbox_config *cfg,
+                              size_t stat_count, size_t histogram_count, const outbox_config *cfg,
                               outbox_status (*check)(const struct obx_config *cfg,
                                                      outbox_error *err),
                               outbox_error *err);
@@ -63,6 +66,16 @@ void obx_worker_count_all(struct obx_worker *w, const struct obx_worker_add *add
 
 /* Counter `id`; 0 for an id the worker does not have. */
 unsigned long long obx_worker_stat(struct obx_worker *w, int id);
+
+/* Sets gauge `id` (a stat the worker samples rather than counts). */
+void obx_worker_gauge(struct obx_worker *w, int id, unsigned long long value);
+
+/* Records `seconds` in histogram `id`. */
+void obx_worker_observe(struct obx_worker *w, int id, double seconds);
+
+/* Histogram `id` as the public API gives it (outbox_relay_histogram()); 0 for an unknown id. */
+size_t obx_worker_histogram(struct obx_worker *w, int id, unsigned long long *counts, size_t cap,
+                            double *sum_seconds);
 
 /* The server answers: "<what> <event> <role>=<name> <detail>" once, and the pause starts over. */
 void obx_worker_link_up(struct obx_worker *w, struct obx_worker_link *l, const char *event,

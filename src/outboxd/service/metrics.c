@@ -4,7 +4,10 @@
  */
 #include "metrics.h"
 
+#include <math.h>
 #include <stdio.h>
+
+#include "outbox/worker.h"
 
 #include "common/banned.h" /* last: poisons unsafe functions */
 
@@ -20,6 +23,49 @@ append_counters(struct obx_buf *out, const struct obx_worker_view *v)
                         "outbox_%s_%s_total %llu\n",
                         prefix, m[i].name, m[i].help, prefix, m[i].name, prefix, m[i].name,
                         v->read(v->ctx, m[i].id));
+    }
+}
+
+void
+obx_metrics_gauge(struct obx_buf *out, const char *name, const char *help, long long value)
+{
+    obx_buf_appendf(out, "# HELP %s %s.\n# TYPE %s gauge\n%s %lld\n", name, help, name, name,
+                    value);
+}
+
+static void
+append_gauges(struct obx_buf *out, const struct obx_worker_view *v)
+{
+    for (size_t i = 0; i < v->gauge_count; i++) {
+        obx_metrics_gauge(out, v->gauges[i].name, v->gauges[i].help,
+                          (long long)v->read(v->ctx, v->gauges[i].id));
+    }
+}
+
+/* Prometheus histograms: cumulative buckets by upper bound, then _sum and _count. */
+static void
+append_histograms(struct obx_buf *out, const struct obx_worker_view *v)
+{
+    unsigned long long counts[32];
+    const double *bounds;
+    size_t buckets = outbox_histogram_bounds(&bounds);
+
+    for (size_t i = 0; i < v->histogram_count; i++) {
+        const struct obx_metric_def *m = &v->histograms[i];
+        double sum = 0;
+        size_t n =
+            v->read_histogram(v->ctx, m->id, counts, sizeof(counts) / sizeof(counts[0]), &sum);
+
+        obx_buf_appendf(out, "# HELP %s %s.\n# TYPE %s histogram\n", m->name, m->help, m->name);
+        for (size_t b = 0; b < n && b < buckets; b++) {
+            if (isinf(bounds[b])) {
+                obx_buf_appendf(out, "%s_bucket{le=\"+Inf\"} %llu\n", m->name, counts[b]);
+            } else {
+                obx_buf_appendf(out, "%s_bucket{le=\"%g\"} %llu\n", m->name, bounds[b], counts[b]);
+            }
+        }
+        obx_buf_appendf(out, "%s_sum %.6f\n%s_count %llu\n", m->name, sum, m->name,
+                        n > 0 ? counts[n - 1] : 0ULL);
     }
 }
 
@@ -40,7 +86,12 @@ view_metrics(void *ctx, struct obx_buf *out)
     const struct obx_worker_view *v = ctx;
 
     append_counters(out, v);
+    append_gauges(out, v);
+    append_histograms(out, v);
     append_up(out, (int)v->read(v->ctx, v->database_up), (int)v->read(v->ctx, v->broker_up));
+    if (v->extra != NULL) {
+        v->extra(v->extra_ctx, out);
+    }
 }
 
 static int

@@ -14,25 +14,45 @@
 #include "daemon.h"
 #include "http.h"
 
-/* One counter of a worker: its library id, name and help. */
+/*
+ * One metric of a worker: its library id, its name and help. A counter's
+ * name is without the prefix and _total (outbox_<prefix>_<name>_total); a
+ * gauge's and a histogram's is the whole name, unit included
+ * (outbox_relay_oldest_due_age_seconds).
+ */
 struct obx_metric_def {
-    int id;           /* outbox_relay_stat_id or outbox_consumer_stat_id */
-    const char *name; /* without prefix and _total */
+    int id; /* an outbox_*_stat_id or outbox_*_histogram_id */
+    const char *name;
     const char *help;
 };
 
-/* Reads counter `id` of the worker `ctx`. */
+/* Reads counter or gauge `id` of the worker `ctx`. */
 typedef unsigned long long (*obx_metric_read_fn)(void *ctx, int id);
 
-/* What the daemon serves of its worker: the counters, and the two gauges readiness needs. */
+/* Reads histogram `id` as outbox_relay_histogram() does. */
+typedef size_t (*obx_histogram_read_fn)(void *ctx, int id, unsigned long long *counts, size_t cap,
+                                        double *sum_seconds);
+
+/* What the daemon serves of its worker: its metrics, and the two gauges readiness needs. */
 struct obx_worker_view {
     const char *prefix;                    /* outbox_<prefix>_<name>_total: "relay", "consumer" */
     const struct obx_metric_def *counters; /* static */
     size_t counter_count;
+    const struct obx_metric_def *gauges; /* static */
+    size_t gauge_count;
+    const struct obx_metric_def *histograms; /* static */
+    size_t histogram_count;
     int database_up, broker_up; /* the ids of the worker's two up gauges */
     obx_metric_read_fn read;
+    obx_histogram_read_fn read_histogram;
+    /* The command's own lines (labelled, or derived from its settings); may be NULL. */
+    void (*extra)(void *extra_ctx, struct obx_buf *out);
+    void *extra_ctx;
     void *ctx; /* the worker */
 };
+
+/* Appends one gauge line with its HELP and TYPE. */
+void obx_metrics_gauge(struct obx_buf *out, const char *name, const char *help, long long value);
 
 /* The HTTP handlers of a view: /metrics from its counters, /readyz while both gauges read 1. */
 struct obx_http_handlers obx_worker_view_handlers(const struct obx_worker_view *view);

@@ -23,6 +23,7 @@
 
 #include "consume_test.h"
 #include "harness.h"
+#include "http_get.h"
 #include "relay_check.h"
 #include "relay_test.h"
 
@@ -126,20 +127,6 @@ count_of(const char *haystack, const char *needle)
     return n;
 }
 
-static int
-free_port(void)
-{
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof(sa);
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-
-    cr_assert_geq(fd, 0);
-    cr_assert_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-    cr_assert_eq(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
-    close(fd);
-    return ntohs(sa.sin_port);
-}
-
 /* Runs `outboxd health ARGS...` with `env`; returns its exit code, its output in `out`. */
 static int
 run_health(char *const extra_env[], const char *a1, const char *a2, char *out, size_t out_cap)
@@ -168,7 +155,7 @@ Test(daemon_readiness, a_relay_notifies_ready_watchdog_and_stopping_and_logs_rea
 
     sink_open(&sink, 0);
     relay_test_env(&env, "READY_RELAY", "readyrelay");
-    snprintf(addr, sizeof(addr), "127.0.0.1:%d", free_port());
+    snprintf(addr, sizeof(addr), "127.0.0.1:%d", http_free_port());
     relay_env_set(&env, "OUTBOX_HTTP_ADDR", addr);
     relay_env_set(&env, "OUTBOX_LOG_LEVEL", "info");
     relay_env_set(&env, "NOTIFY_SOCKET", strchr(sink.env, '=') + 1);
@@ -238,7 +225,7 @@ Test(daemon_readiness, health_fails_while_the_daemon_waits_for_its_database)
     sink_open(&sink, 0);
     relay_test_env(&env, "READY_DOWN", "readydown");
     relay_env_set(&env, "OUTBOX_DATABASE_URL", "postgresql://127.0.0.1:1/none?connect_timeout=1");
-    snprintf(addr, sizeof(addr), "127.0.0.1:%d", free_port());
+    snprintf(addr, sizeof(addr), "127.0.0.1:%d", http_free_port());
     relay_env_set(&env, "OUTBOX_HTTP_ADDR", addr);
     relay_env_set(&env, "NOTIFY_SOCKET", strchr(sink.env, '=') + 1);
     relay_test_start(&relay, &env, "down-1");
@@ -272,7 +259,7 @@ Test(daemon_readiness, health_exits_1_when_nothing_listens_and_2_on_bad_usage)
     char *no_addr[] = {"OUTBOX_HTTP_ADDR=", NULL};
     char *wildcard[] = {url, NULL};
 
-    snprintf(url, sizeof(url), "OUTBOX_HTTP_ADDR=0.0.0.0:%d", free_port());
+    snprintf(url, sizeof(url), "OUTBOX_HTTP_ADDR=0.0.0.0:%d", http_free_port());
     cr_assert_eq(run_health(wildcard, NULL, NULL, out, sizeof(out)), 1, "%s", out);
     cr_assert(strstr(out, "connection refused") != NULL, "%s", out);
     cr_assert_eq(run_health(no_addr, NULL, NULL, out, sizeof(out)), 2, "%s", out);

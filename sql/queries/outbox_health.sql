@@ -1,0 +1,32 @@
+-- outbox_health: what the relay's gauges show, sampled every few seconds.
+-- $1: the outbox schema's name (unquoted), to find its table statistics.
+-- Ages are in database time. The index counters are the table's indexes
+-- but its primary key (finishes find rows by id): the claim index. Their
+-- growth between two samples, entries read over scans, is what one lease
+-- reads; a bitmap scan or a scan over dead entries shows as a jump.
+SELECT
+    (SELECT extract(epoch FROM now() - min(next_attempt_at))::bigint
+       FROM /*schema*/events
+      WHERE published_at IS NULL AND status = 'pending' AND next_attempt_at <= now())
+        AS oldest_due_s,
+    (SELECT extract(epoch FROM now() - min(created_at))::bigint
+       FROM /*schema*/events
+      WHERE published_at IS NULL AND status = 'leased')
+        AS oldest_unconfirmed_s,
+    t.n_dead_tup,
+    extract(epoch FROM greatest(t.last_vacuum, t.last_autovacuum))::bigint AS last_vacuum_unix,
+    (SELECT sum(i.idx_tup_read) FROM pg_stat_user_indexes AS i
+      WHERE i.relid = t.relid
+        AND i.indexrelid NOT IN (SELECT conindid FROM pg_constraint
+                                  WHERE conrelid = t.relid AND contype = 'p'))
+        AS claim_index_reads,
+    (SELECT sum(i.idx_scan) FROM pg_stat_user_indexes AS i
+      WHERE i.relid = t.relid
+        AND i.indexrelid NOT IN (SELECT conindid FROM pg_constraint
+                                  WHERE conrelid = t.relid AND contype = 'p'))
+        AS claim_index_scans,
+    (SELECT count(*) FROM /*schema*/dead_letters
+      WHERE handler = '' AND requeued_at IS NULL)
+        AS dead_letters
+  FROM pg_stat_user_tables AS t
+ WHERE t.schemaname = $1 AND t.relname = 'events'

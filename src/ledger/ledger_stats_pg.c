@@ -1,0 +1,59 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ledger_stats_pg.c - what the ledger tells the consumer's gauges: each
+ * handler's dead letters still waiting for an operator. Sampled on the
+ * consumer's maintenance tick, never on the claim path.
+ */
+#include "ledger.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include <libpq-fe.h>
+
+#include "common/buf.h"
+#include "common/error.h"
+#include "ledger_int.h"
+
+#include "common/banned.h" /* last: poisons unsafe functions */
+
+outbox_status
+obx_ledger_dead_counts(struct obx_ledger *ledger, const char *const *names, size_t count,
+                       long long *counts, outbox_error *err)
+{
+    struct obx_buf list;
+    const char *params[1];
+    PGresult *res;
+    outbox_status status;
+
+    obx_error_reset(err);
+    memset(counts, 0, count * sizeof(*counts));
+    status = obx_pg_session_require(&ledger->pg, err);
+    if (status != OUTBOX_OK || count == 0) {
+        return status;
+    }
+    /* Handler names are [A-Za-z0-9_.-]: an array literal needs no quoting. */
+    obx_buf_init(&list);
+    obx_buf_append_str(&list, "{");
+    for (size_t i = 0; i < count; i++) {
+        obx_buf_appendf(&list, "%s%s", names[i], i + 1 < count ? "," : "");
+    }
+    obx_buf_append_str(&list, "}");
+    if (obx_buf_failed(&list)) {
+        obx_buf_fini(&list);
+        return obx_fail(err, OUTBOX_ENOMEM, "dead letter counts: out of memory");
+    }
+    params[0] = list.data;
+    res = obx_pg_session_exec(&ledger->pg, OBX_LEDGER_DEAD_COUNTS, params, 1);
+    status = obx_pg_session_check(&ledger->pg, res, "count dead letters", err);
+    for (int r = 0; status == OUTBOX_OK && r < PQntuples(res); r++) {
+        for (size_t i = 0; i < count; i++) {
+            if (strcmp(PQgetvalue(res, r, 0), names[i]) == 0) {
+                counts[i] = strtoll(PQgetvalue(res, r, 1), NULL, 10);
+            }
+        }
+    }
+    PQclear(res);
+    obx_buf_fini(&list);
+    return status;
+}
