@@ -379,7 +379,7 @@ handle_batch(struct outbox_consumer *c, struct obx_feed_batch *b, outbox_error *
 static void
 run_loop(struct outbox_consumer *c)
 {
-    while (!c->w.stop_requested) {
+    while (!obx_worker_stopping(&c->w)) {
         struct obx_feed_batch batch = {0};
         outbox_error err = {0};
 
@@ -472,7 +472,7 @@ outbox_consumer_run(outbox_consumer *c, outbox_error *err)
 void
 outbox_consumer_stop(outbox_consumer *c)
 {
-    c->w.stop_requested = 1;
+    obx_worker_request_stop(&c->w);
 }
 
 unsigned long long

@@ -260,7 +260,7 @@ log_outcomes(struct outbox_relay *relay, const struct obx_lease *lease,
 static int
 reconnect_until(struct outbox_relay *relay, long long deadline_ms)
 {
-    while (!relay->w.stop_requested && obx_monotonic_ms() < deadline_ms) {
+    while (!obx_worker_stopping(&relay->w) && obx_monotonic_ms() < deadline_ms) {
         if (ensure_store(relay)) {
             return 1;
         }
@@ -432,7 +432,7 @@ publish_batch(struct outbox_relay *relay, const struct obx_lease *cur, struct ob
         obx_relay_batch_set_all(&b, OBX_ROW_RELEASE, err.message);
         transport_failed = 1;
     } else {
-        if (!relay->w.stop_requested) {
+        if (!obx_worker_stopping(&relay->w)) {
             lease_batch(relay, next); /* overlaps with the acks of `cur` */
         }
         if (b.msg_count > 0) {
@@ -543,7 +543,7 @@ run_loop(struct outbox_relay *relay)
     struct obx_lease cur = {0}, next = {0};
     int idle_ms = POLL_MIN_MS;
 
-    while (!relay->w.stop_requested) {
+    while (!obx_worker_stopping(&relay->w)) {
         if (!ensure_store(relay)) {
             continue;
         }
@@ -643,7 +643,7 @@ outbox_relay_run(outbox_relay *relay, outbox_error *err)
 void
 outbox_relay_stop(outbox_relay *relay)
 {
-    relay->w.stop_requested = 1;
+    obx_worker_request_stop(&relay->w);
 }
 
 unsigned long long

@@ -18,11 +18,11 @@ obx_grow_pause(int ms)
 }
 
 void
-obx_pause_ms(const volatile sig_atomic_t *stop, int ms)
+obx_pause_ms(atomic_int *stop, int ms)
 {
     long long until = obx_monotonic_ms() + ms;
 
-    while (!*stop) {
+    while (!atomic_load(stop)) {
         long long left = until - obx_monotonic_ms();
         struct timespec ts = {0, 0};
 

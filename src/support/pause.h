@@ -7,7 +7,7 @@
 #ifndef OBX_PAUSE_H
 #define OBX_PAUSE_H
 
-#include <signal.h>
+#include <stdatomic.h>
 
 #include "common/clock.h" /* pauses are measured on it */
 
@@ -20,6 +20,6 @@ enum {
 int obx_grow_pause(int ms);
 
 /* Sleeps `ms`, or less when `*stop` becomes set. */
-void obx_pause_ms(const volatile sig_atomic_t *stop, int ms);
+void obx_pause_ms(atomic_int *stop, int ms);
 
 #endif

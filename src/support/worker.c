@@ -26,6 +26,7 @@ obx_worker_init(struct obx_worker *w, const char *role, unsigned part, size_t st
     outbox_status st;
 
     memset(w, 0, sizeof(*w));
+    atomic_init(&w->stop_requested, 0);
     w->role = role;
     w->stat_count = stat_count < OBX_WORKER_MAX_STATS ? stat_count : OBX_WORKER_MAX_STATS;
     w->histogram_count =
@@ -63,6 +64,18 @@ set_stat(struct obx_worker *w, int id, unsigned long long value, int add)
     pthread_mutex_lock(&w->stats_lock);
     w->stats[id] = add ? w->stats[id] + value : value;
     pthread_mutex_unlock(&w->stats_lock);
+}
+
+void
+obx_worker_request_stop(struct obx_worker *w)
+{
+    atomic_store(&w->stop_requested, 1);
+}
+
+int
+obx_worker_stopping(struct obx_worker *w)
+{
+    return atomic_load(&w->stop_requested);
 }
 
 void

@@ -9,7 +9,7 @@
 #define OBX_WORKER_H
 
 #include <pthread.h>
-#include <signal.h>
+#include <stdatomic.h>
 #include <stddef.h>
 
 #include "config/settings.h"
@@ -22,7 +22,7 @@ struct obx_worker {
     const char *role;                     /* "relay", "consumer": its key in log lines */
     struct obx_config cfg;                /* owned copy of the caller's configuration */
     char name[96];                        /* cfg.name, or host-pid when it is unset */
-    volatile sig_atomic_t stop_requested; /* set by the public _stop(), from any thread */
+    atomic_int stop_requested; /* set by the public _stop(), from any thread or a signal handler */
     pthread_mutex_t stats_lock;
     unsigned long long stats[OBX_WORKER_MAX_STATS]; /* by the public stat ids; stats_lock */
     size_t stat_count;
@@ -53,6 +53,12 @@ outbox_status obx_worker_init(struct obx_worker *w, const char *role, unsigned p
                                                      outbox_error *err),
                               outbox_error *err);
 void obx_worker_fini(struct obx_worker *w);
+
+/* Asks the worker's loop to stop; lock-free, so safe from a signal handler too. */
+void obx_worker_request_stop(struct obx_worker *w);
+
+/* 1 once a stop was asked for. */
+int obx_worker_stopping(struct obx_worker *w);
 
 /* Adds `n` to counter `id`. */
 void obx_worker_count(struct obx_worker *w, int id, unsigned long long n);

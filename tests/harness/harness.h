@@ -23,6 +23,7 @@
 #define OBX_TEST_HARNESS_H
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <sys/types.h>
 
 #include <criterion/criterion.h>
@@ -127,13 +128,19 @@ int harness_proc_log_contains(const struct harness_proc *p, const char *needle);
 /* The log so far, malloc'd and NUL-terminated; the caller frees it. */
 char *harness_proc_log(const struct harness_proc *p);
 
-/* Path of a program we build: <OBX_BIN_DIR>/<name>. Valid until the process exits. */
+/*
+ * Path of a program we build: <OBX_BIN_DIR>/<name>, or <OUTBOX_TEST_BIN_DIR>/<name>
+ * when that is set (`scripts/test --tsan` runs the tests against daemons built
+ * with ThreadSanitizer). Valid until the process exits.
+ */
 const char *harness_bin_in(const char *bin_dir, const char *name);
 #ifdef OBX_BIN_DIR
 static inline const char *
 harness_bin(const char *name)
 {
-    return harness_bin_in(OBX_BIN_DIR, name);
+    const char *override = getenv("OUTBOX_TEST_BIN_DIR");
+
+    return harness_bin_in(override != NULL && override[0] != '\0' ? override : OBX_BIN_DIR, name);
 }
 #endif
 
