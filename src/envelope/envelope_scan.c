@@ -228,6 +228,14 @@ scan_container(struct scan *s, int depth)
     return expect(s, close);
 }
 
+/* Skips white space; 1 when a value can start here. */
+static int
+at_value(struct scan *s)
+{
+    skip_ws(s);
+    return s->p < s->end;
+}
+
 static int
 scan_value(struct scan *s, int depth)
 {
@@ -235,8 +243,7 @@ scan_value(struct scan *s, int depth)
     size_t len;
     int escaped;
 
-    skip_ws(s);
-    if (s->p >= s->end) {
+    if (!at_value(s)) {
         return 0;
     }
     switch (*s->p) {
@@ -280,8 +287,7 @@ scan_member(struct scan *s, int which, struct obx_envelope_slices *out)
     size_t len;
     int escaped;
 
-    skip_ws(s);
-    if (s->p >= s->end) {
+    if (!at_value(s)) {
         return 0;
     }
     switch (which) {
