@@ -62,8 +62,10 @@ enum obx_publish_outcome {
 
 struct obx_publish_result {
     enum obx_publish_outcome outcome;
-    int duplicate;    /* JetStream said it already had this Nats-Msg-Id */
-    char reason[200]; /* why, for last_error; "" when OK */
+    int duplicate;                 /* JetStream said it already had this Nats-Msg-Id */
+    unsigned long long stream_seq; /* OK from JetStream: the PubAck's stream sequence (of the
+                                    * stored copy, for a duplicate); 0 otherwise */
+    char reason[200];              /* why, for last_error; "" when OK */
 };
 
 struct obx_bus;

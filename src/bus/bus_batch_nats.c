@@ -365,6 +365,7 @@ result_fill(struct obx_publish_result *r, struct slot *sl)
 {
     r->outcome = (enum obx_publish_outcome)sl->outcome;
     r->duplicate = sl->duplicate;
+    r->stream_seq = sl->outcome == OBX_PUBLISH_OK ? sl->seq : 0;
     if (sl->text != NULL) {
         snprintf(r->reason, sizeof(r->reason), "%s", sl->text);
     } else {
