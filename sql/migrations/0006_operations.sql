@@ -57,3 +57,35 @@ CREATE TABLE /*schema*/erasures (
     ledger_rows     integer     NOT NULL,
     stream_messages integer
 );
+
+-- The dead letters outboxctl's filters choose (`outboxctl dead list`,
+-- `requeue`, `purge`), oldest first; a NULL filter takes all. f_handler ''
+-- is the relay. Event type, aggregate type and id come from the kept
+-- envelope, or from the outbox row when the envelope could not be kept.
+-- f_waiting: only those not requeued since they died.
+CREATE FUNCTION /*schema*/dead_letters_matching(f_handler text, f_event_type text,
+                                                f_aggregate_type text, f_aggregate_id uuid,
+                                                f_since timestamptz, f_until timestamptz,
+                                                f_reason_like text, f_ids uuid[], f_limit bigint,
+                                                f_waiting boolean)
+RETURNS TABLE (event_id uuid, handler text)
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp AS $fn$
+    SELECT d.event_id, d.handler
+      FROM /*schema*/dead_letters AS d
+      LEFT JOIN /*schema*/events AS e ON e.id = d.event_id
+     WHERE (f_handler IS NULL OR d.handler = f_handler)
+       AND (NOT f_waiting OR d.requeued_at IS NULL)
+       AND (f_event_type IS NULL
+            OR coalesce(d.envelope ->> 'event_type', e.event_type) = f_event_type)
+       AND (f_aggregate_type IS NULL
+            OR coalesce(d.envelope ->> 'aggregate_type', e.aggregate_type) = f_aggregate_type)
+       AND (f_aggregate_id IS NULL
+            OR coalesce(d.envelope ->> 'aggregate_id', e.aggregate_id::text) = f_aggregate_id::text)
+       AND (f_since IS NULL OR d.dead_at >= f_since)
+       AND (f_until IS NULL OR d.dead_at < f_until)
+       AND (f_reason_like IS NULL OR d.reason LIKE f_reason_like)
+       AND (f_ids IS NULL OR d.event_id = ANY (f_ids))
+     ORDER BY d.dead_at, d.event_id, d.handler
+     LIMIT f_limit
+$fn$;

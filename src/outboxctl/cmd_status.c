@@ -18,9 +18,9 @@
 #include "ctl.h"
 #include "out.h"
 #include "outbox/worker.h"
+#include "outboxctl/stream/js_admin.h"
 #include "query.h"
 #include "sql_gen.h"
-#include "stream/js_admin.h"
 
 #include "common/banned.h" /* last: poisons unsafe functions */
 

@@ -16,7 +16,12 @@ static const struct {
     const char *help;
 } verbs[] = {
     {"migrate", obx_ctl_migrate, "apply the schema migrations (safe to run concurrently)"},
-    {"status", obx_ctl_status, "row counts per status; --json for scripts"},
+    {"status", obx_ctl_status,
+     "row counts, dead letters per handler, claims, the stream and its consumers [--json]"},
+    {"trace", obx_ctl_trace,
+     "EVENT_ID: its outbox row, stream message, ledger rows and dead letters [--json]"},
+    {"dead", obx_ctl_dead,
+     "list|requeue|purge [filters] [--dry-run] [--json]: dead letters of handlers and the relay"},
 };
 
 static void
@@ -24,7 +29,7 @@ usage(FILE *out)
 {
     fputs("usage: outboxctl <verb> [args] [--setting value ...]\n\nverbs:\n", out);
     for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++) {
-        fprintf(out, "  %-10s %s\n", verbs[i].name, verbs[i].help);
+        fprintf(out, "  %-9s %s\n", verbs[i].name, verbs[i].help);
     }
     fputs("\nSettings come from OUTBOX_* variables (see outboxd --help).\n", out);
 }
