@@ -22,6 +22,10 @@ static const struct {
      "EVENT_ID: its outbox row, stream message, ledger rows and dead letters [--json]"},
     {"dead", obx_ctl_dead,
      "list|requeue|purge [filters] [--dry-run] [--json]: dead letters of handlers and the relay"},
+    {"replay", obx_ctl_replay,
+     "[filters] [--dry-run] [--json]: publish retained (done) rows again under their own id"},
+    {"audit", obx_ctl_audit,
+     "[--since TIME] [--repair] [--json]: retained rows missing from the stream (exit 1)"},
 };
 
 static void

@@ -41,4 +41,6 @@ expect 2 '"bury" is not list, requeue or purge' -- OUTBOX_DATABASE_URL=postgres:
 expect 2 '--repair is not an option of this verb' -- OUTBOX_DATABASE_URL=postgres://unused -- "$outboxctl" trace 0190a3b2-1c2d-7e3f-8a9b-0c1d2e3f4a5b --repair
 expect 2 'EVENT_ID "nope" is not a UUID' -- OUTBOX_DATABASE_URL=postgres://unused -- "$outboxctl" trace nope
 expect 2 'takes one positional argument' -- OUTBOX_DATABASE_URL=postgres://unused -- "$outboxctl" trace
+expect 2 '--handler is not an option of this verb' -- OUTBOX_DATABASE_URL=postgres://unused -- "$outboxctl" replay --handler h
+expect 2 '--until is not an option of this verb' -- OUTBOX_DATABASE_URL=postgres://unused -- "$outboxctl" audit --until 2026-01-01
 exit $((failures > 0))
