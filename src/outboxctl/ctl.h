@@ -33,5 +33,6 @@ int obx_ctl_trace(const struct obx_config *cfg, int argc, char **argv);
 int obx_ctl_dead(const struct obx_config *cfg, int argc, char **argv);
 int obx_ctl_replay(const struct obx_config *cfg, int argc, char **argv);
 int obx_ctl_audit(const struct obx_config *cfg, int argc, char **argv);
+int obx_ctl_validate(const struct obx_config *cfg, int argc, char **argv);
 
 #endif

@@ -26,6 +26,8 @@ static const struct {
      "[filters] [--dry-run] [--json]: publish retained (done) rows again under their own id"},
     {"audit", obx_ctl_audit,
      "[--since TIME] [--repair] [--json]: retained rows missing from the stream (exit 1)"},
+    {"validate", obx_ctl_validate,
+     "[filters] [--json]: pending rows the relay would quarantine today (exit 1)"},
 };
 
 static void
