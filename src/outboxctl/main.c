@@ -28,6 +28,10 @@ static const struct {
      "[--since TIME] [--repair] [--json]: retained rows missing from the stream (exit 1)"},
     {"validate", obx_ctl_validate,
      "[filters] [--json]: pending rows the relay would quarantine today (exit 1)"},
+    {"export", obx_ctl_export,
+     "--data-subject S: the subject's events, retained rows and dead letters as JSON lines"},
+    {"erase", obx_ctl_erase,
+     "--data-subject S [--dry-run] [--scan-stream] [--json]: remove them; report the stream's"},
 };
 
 static void

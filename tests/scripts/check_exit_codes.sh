@@ -43,4 +43,6 @@ expect 2 'EVENT_ID "nope" is not a UUID' -- OUTBOX_DATABASE_URL=postgres://unuse
 expect 2 'takes one positional argument' -- OUTBOX_DATABASE_URL=postgres://unused -- "$outboxctl" trace
 expect 2 '--handler is not an option of this verb' -- OUTBOX_DATABASE_URL=postgres://unused -- "$outboxctl" replay --handler h
 expect 2 '--until is not an option of this verb' -- OUTBOX_DATABASE_URL=postgres://unused -- "$outboxctl" audit --until 2026-01-01
+expect 2 '--data-subject is required' -- OUTBOX_DATABASE_URL=postgres://unused -- "$outboxctl" erase
+expect 2 'must be 1 to 256 bytes without control characters' -- OUTBOX_DATABASE_URL=postgres://unused -- "$outboxctl" export --data-subject ''
 exit $((failures > 0))

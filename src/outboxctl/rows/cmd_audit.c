@@ -49,14 +49,12 @@ struct audit {
 };
 
 static int
-remember(void *ctx, unsigned long long seq, const char *msg_id, const char *data, size_t len)
+remember(void *ctx, const struct obx_ctl_js_seen *m)
 {
     struct audit *a = ctx;
 
-    (void)data;
-    (void)len;
-    if (msg_id[0] != '\0') {
-        json_object_set_new(a->seen, msg_id, json_integer((json_int_t)seq));
+    if (m->msg_id[0] != '\0') {
+        json_object_set_new(a->seen, m->msg_id, json_integer((json_int_t)m->seq));
     }
     return 0;
 }

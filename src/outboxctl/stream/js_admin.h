@@ -68,9 +68,17 @@ struct obx_ctl_js_msg {
 outbox_status obx_ctl_js_message(struct obx_ctl_js *js, const char *stream, unsigned long long seq,
                                  struct obx_ctl_js_msg *out, outbox_error *err);
 
-/* One message of a walk; borrowed for the call. Returns 0 to go on. */
-typedef int (*obx_ctl_js_each_fn)(void *ctx, unsigned long long seq, const char *msg_id,
-                                  const char *data, size_t len);
+/* One message of a walk; borrowed for the call. */
+struct obx_ctl_js_seen {
+    unsigned long long seq;
+    const char *msg_id; /* "" without one */
+    long long unix_ms;  /* when the stream stored it */
+    const char *data;   /* the body, `len` bytes, not terminated */
+    size_t len;
+};
+
+/* Called for each message of a walk; returns 0 to go on. */
+typedef int (*obx_ctl_js_each_fn)(void *ctx, const struct obx_ctl_js_seen *m);
 
 /*
  * Reads every message of `stream` in order, from the first, through an

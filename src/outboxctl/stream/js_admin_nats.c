@@ -265,9 +265,9 @@ static outbox_status
 walk_messages(natsSubscription *sub, unsigned long long last, obx_ctl_js_each_fn each, void *ctx,
               unsigned long long *count, outbox_error *err)
 {
-    unsigned long long seq = 0;
+    struct obx_ctl_js_seen seen = {0};
 
-    while (seq < last) {
+    while (seen.seq < last) {
         natsMsg *m = NULL;
         jsMsgMetaData *meta = NULL;
         char id[128];
@@ -281,12 +281,16 @@ walk_messages(natsSubscription *sub, unsigned long long last, obx_ctl_js_each_fn
             return obx_nats_fail(err, ns, OUTBOX_EUNAVAILABLE, "reading the stream");
         }
         if (natsMsg_GetMetaData(&meta, m) == NATS_OK) {
-            seq = meta->Sequence.Stream;
+            seen.seq = meta->Sequence.Stream;
+            seen.unix_ms = meta->Timestamp / NANOS_PER_MS;
             jsMsgMetaData_Destroy(meta);
         }
         msg_id_of(m, id, sizeof(id));
         (*count)++;
-        stop = each(ctx, seq, id, natsMsg_GetData(m), (size_t)natsMsg_GetDataLength(m));
+        seen.msg_id = id;
+        seen.data = natsMsg_GetData(m);
+        seen.len = (size_t)natsMsg_GetDataLength(m);
+        stop = each(ctx, &seen);
         natsMsg_Destroy(m);
         if (stop) {
             break;

@@ -36,7 +36,8 @@ teardown(void)
 
 TestSuite(ctl_validate, .init = setup, .fini = teardown, .timeout = 120);
 
-/* A raw row whose envelope is `envelope_sql` (may use agg), bypassing the writer; its id, malloc'd. */
+/* A raw row whose envelope is `envelope_sql` (may use agg), bypassing the writer; its id, malloc'd.
+ */
 static char *
 insert_raw(const char *envelope_sql)
 {
