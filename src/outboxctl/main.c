@@ -32,6 +32,8 @@ static const struct {
      "--data-subject S: the subject's events, retained rows and dead letters as JSON lines"},
     {"erase", obx_ctl_erase,
      "--data-subject S [--dry-run] [--scan-stream] [--json]: remove them; report the stream's"},
+    {"subjects", obx_ctl_subjects,
+     "[--json]: orphan publishes and dead subscriptions against running handlers (exit 1)"},
 };
 
 static void

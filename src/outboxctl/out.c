@@ -20,6 +20,19 @@ obx_ctl_text(json_t *obj, const char *key, char *buf, size_t cap)
         snprintf(buf, cap, "-");
     } else if (json_is_string(v)) {
         snprintf(buf, cap, "%s", json_string_value(v));
+    } else if (json_is_array(v) && cap > 0) {
+        size_t used = 0, i;
+        json_t *item;
+
+        buf[0] = '\0';
+        json_array_foreach(v, i, item)
+        {
+            const char *text = json_is_string(item) ? json_string_value(item) : "?";
+
+            if (used < cap) {
+                used += (size_t)snprintf(buf + used, cap - used, "%s%s", i ? "," : "", text);
+            }
+        }
     } else {
         dumped = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
         snprintf(buf, cap, "%s", dumped != NULL ? dumped : "?");

@@ -19,7 +19,7 @@
  */
 void obx_ctl_emit(int json, const char *kind, json_t *obj, const char *const *keys);
 
-/* `obj[key]` as text for a sentence: strings bare, null as "-", numbers and the rest as JSON. */
+/* `obj[key]` as text: strings bare, null as "-", arrays comma-joined, the rest as JSON. */
 const char *obx_ctl_text(json_t *obj, const char *key, char *buf, size_t cap);
 
 /* Shorthands for typed fields of a row; 0 / NULL when absent or null. */
