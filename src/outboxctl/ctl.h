@@ -37,5 +37,6 @@ int obx_ctl_validate(const struct obx_config *cfg, int argc, char **argv);
 int obx_ctl_export(const struct obx_config *cfg, int argc, char **argv);
 int obx_ctl_erase(const struct obx_config *cfg, int argc, char **argv);
 int obx_ctl_subjects(const struct obx_config *cfg, int argc, char **argv);
+int obx_ctl_doctor(const struct obx_config *cfg, int argc, char **argv);
 
 #endif

@@ -34,6 +34,8 @@ static const struct {
      "--data-subject S [--dry-run] [--scan-stream] [--json]: remove them; report the stream's"},
     {"subjects", obx_ctl_subjects,
      "[--json]: orphan publishes and dead subscriptions against running handlers (exit 1)"},
+    {"doctor", obx_ctl_doctor,
+     "[--json]: each finding ok|warn|error with what it saw and the fix (exit 1 on an error)"},
 };
 
 static void
