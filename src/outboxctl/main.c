@@ -36,6 +36,8 @@ static const struct {
      "[--json]: orphan publishes and dead subscriptions against running handlers (exit 1)"},
     {"doctor", obx_ctl_doctor,
      "[--json]: each finding ok|warn|error with what it saw and the fix (exit 1 on an error)"},
+    {"roles", obx_ctl_roles,
+     "[--print]: create least-privilege roles outbox_writer|relay|consumer|admin (or print SQL)"},
 };
 
 static void
@@ -45,7 +47,20 @@ usage(FILE *out)
     for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++) {
         fprintf(out, "  %-9s %s\n", verbs[i].name, verbs[i].help);
     }
-    fputs("\nSettings come from OUTBOX_* variables (see outboxd --help).\n", out);
+    fputs("\nfilters (dead, replay, validate; each verb refuses the ones it does not take):\n"
+          "  --handler NAME | --relay   a handler's dead letters, or the relay's own\n"
+          "  --event-type T  --aggregate-type A  --aggregate-id UUID\n"
+          "  --since TIME  --until TIME   ISO 8601 (2026-11-29, 2026-11-29T09:41:56Z), database "
+          "time\n"
+          "  --reason-like PATTERN        a LIKE pattern on the dead letter's reason\n"
+          "  --id EVENT_ID                repeatable\n"
+          "  --limit N\n"
+          "\n"
+          "--json prints one JSON object per line; --dry-run prints what would change and changes\n"
+          "nothing. Exit codes: 0 all is well, 1 found or did something to act on (or a server\n"
+          "failed), 2 usage or configuration error.\n"
+          "Settings come from OUTBOX_* variables or --flags (see outboxd --help).\n",
+          out);
 }
 
 int

@@ -45,4 +45,9 @@ expect 2 '--handler is not an option of this verb' -- OUTBOX_DATABASE_URL=postgr
 expect 2 '--until is not an option of this verb' -- OUTBOX_DATABASE_URL=postgres://unused -- "$outboxctl" audit --until 2026-01-01
 expect 2 '--data-subject is required' -- OUTBOX_DATABASE_URL=postgres://unused -- "$outboxctl" erase
 expect 2 'must be 1 to 256 bytes without control characters' -- OUTBOX_DATABASE_URL=postgres://unused -- "$outboxctl" export --data-subject ''
+expect 2 '--print is not an option of this verb' -- OUTBOX_DATABASE_URL=postgres://unused -- "$outboxctl" doctor --print
+# --help names every verb.
+for verb in migrate status trace dead replay audit validate export erase subjects doctor roles; do
+  expect 0 "  $verb " -- -- "$outboxctl" --help
+done
 exit $((failures > 0))
