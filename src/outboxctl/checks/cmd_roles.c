@@ -3,8 +3,8 @@
  * cmd_roles.c - `outboxctl roles [--print]`: creates the least-privilege
  * roles outbox_writer, outbox_relay, outbox_consumer and outbox_admin and
  * grants each what its job needs on this schema (sql/queries/roles.sql,
- * which says what each may do), in one transaction; --print prints the
- * SQL instead, for a DBA to review or run. Needs a role that may create
+ * which says what each may do), in one transaction; --print (or --dry-run)
+ * prints the SQL instead, for a DBA to review or run. Needs a role that may create
  * roles and grant on the schema (its owner or a superuser).
  */
 #include <stdio.h>
@@ -68,12 +68,13 @@ obx_ctl_roles(const struct obx_config *cfg, int argc, char **argv)
     outbox_error err = {0};
     PGconn *conn = NULL;
     char *sql = NULL;
-    int code = obx_ctl_args_parse("roles", OBX_CTL_OPT_PRINT, 0, 0, argc, argv, &args);
+    int code = obx_ctl_args_parse("roles", OBX_CTL_OPT_PRINT | OBX_CTL_OPT_DRY_RUN, 0, 0, argc,
+                                  argv, &args);
 
     if (code == 0 && (sql = render(cfg->schema, &err)) == NULL) {
         code = obx_ctl_fail("roles", &err);
     }
-    if (code == 0 && args.print) {
+    if (code == 0 && (args.print || args.dry_run)) {
         fputs(sql, stdout);
     } else if (code == 0 && (code = obx_ctl_connect(cfg, &conn)) == 0) {
         if (obx_ctl_exec(conn, "BEGIN", &err) != OUTBOX_OK ||

@@ -12,8 +12,8 @@
  * recreated stream) is present ("moved"); a row whose sequence the stream
  * dropped by its own size limits (max_bytes, max_msgs) after storing it is
  * "expired", not missing. --repair publishes the missing ones again through
- * the relay's path and records every sequence. Exit 1 while rows are
- * missing (after a full repair, 0).
+ * the relay's path and records every sequence (--dry-run with it: only the
+ * report). Exit 1 while rows are missing (after a full repair, 0).
  */
 #include <jansson.h>
 #include <stdio.h>
@@ -173,12 +173,13 @@ static void
 print_summary(const struct audit *a, unsigned long long read)
 {
     long long missing = (long long)json_array_size(a->missing);
-    json_t *s = json_pack(
-        "{s:s, s:s, s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:b}", "action", "audit", "stream",
-        a->cfg->stream, "stream_exists", a->stream.exists, "stream_messages_read", (json_int_t)read,
-        "rows", (json_int_t)a->rows, "present", (json_int_t)a->present, "moved",
-        (json_int_t)json_array_size(a->moved), "expired", (json_int_t)a->expired, "missing",
-        (json_int_t)missing, "repaired", (json_int_t)a->repaired, "repair", a->args->repair);
+    json_t *s =
+        json_pack("{s:s, s:s, s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:b, s:b}", "action", "audit",
+                  "stream", a->cfg->stream, "stream_exists", a->stream.exists,
+                  "stream_messages_read", (json_int_t)read, "rows", (json_int_t)a->rows, "present",
+                  (json_int_t)a->present, "moved", (json_int_t)json_array_size(a->moved), "expired",
+                  (json_int_t)a->expired, "missing", (json_int_t)missing, "repaired",
+                  (json_int_t)a->repaired, "repair", a->args->repair, "dry_run", a->args->dry_run);
 
     if (a->args->json) {
         obx_ctl_emit(1, "summary", s, NULL);
@@ -205,9 +206,9 @@ obx_ctl_audit(const struct obx_config *cfg, int argc, char **argv)
     struct audit a = {.cfg = cfg, .args = &args};
     struct obx_ctl_js *js = NULL;
     unsigned long long read = 0;
-    int code =
-        obx_ctl_args_parse("audit", OBX_CTL_OPT_JSON | OBX_CTL_OPT_SINCE | OBX_CTL_OPT_REPAIR, 0, 0,
-                           argc, argv, &args);
+    int code = obx_ctl_args_parse(
+        "audit", OBX_CTL_OPT_JSON | OBX_CTL_OPT_SINCE | OBX_CTL_OPT_REPAIR | OBX_CTL_OPT_DRY_RUN, 0,
+        0, argc, argv, &args);
 
     a.seen = json_object();
     a.missing = json_array();
@@ -223,6 +224,9 @@ obx_ctl_audit(const struct obx_config *cfg, int argc, char **argv)
         code = obx_ctl_fail("audit", &a.err);
     }
     obx_ctl_js_close(js);
+    if (code == 0 && args.repair && args.dry_run) {
+        args.repair = 0; /* --repair --dry-run: what a repair would publish is what is missing */
+    }
     if (code == 0 && args.repair && (json_array_size(a.missing) > 0 || json_array_size(a.moved))) {
         if (repair(&a) != OUTBOX_OK) {
             code = obx_ctl_fail("audit --repair", &a.err);

@@ -154,6 +154,15 @@ Test(ctl_audit, finds_what_a_recreated_stream_lost_and_repair_brings_consumers_b
     cr_assert_eq(ctl_int(s, "missing"), 40);
     cr_assert_eq(ctl_int(s, "present"), 10);
     ctl_run_fini(&r);
+    /* A dry run of the repair reports the same and publishes nothing. */
+    ctl_expect(&r, &g.env, 1, (const char *const[]){"audit", "--repair", "--dry-run", NULL});
+    cr_assert(strstr(r.out, "40 missing") != NULL, "%s", r.out);
+    ctl_run_fini(&r);
+    {
+        char err[512] = "";
+
+        cr_assert_eq(stream_message_count(harness_nats_url(), g.stream, err, sizeof(err)), 10);
+    }
 
     /* A handler that never saw the lost events joins the group; a runs again too. */
     consume_test_start(&consumer, &g.env, "audit-2",

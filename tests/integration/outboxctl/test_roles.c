@@ -123,6 +123,9 @@ Test(ctl_roles, each_role_does_its_job_and_nothing_more)
     cr_assert(strstr(r.out, "GRANT INSERT ON \"outbox\".events TO outbox_writer;") != NULL, "%s",
               r.out);
     ctl_run_fini(&r);
+    ctl_expect(&r, &env, 0, (const char *const[]){"roles", "--dry-run", NULL});
+    cr_assert(strstr(r.out, "REVOKE ALL ON SCHEMA \"outbox\" FROM PUBLIC;") != NULL, "%s", r.out);
+    ctl_run_fini(&r);
 
     /* The writer enqueues, and cannot read, change or delete what it wrote. */
     writer = login("outbox_writer");
