@@ -131,7 +131,7 @@ repair(struct audit *a)
     struct obx_ctl_publisher *p = NULL;
     json_t *results = json_array(), *r;
     outbox_status st = obx_ctl_publisher_open(a->cfg, &p, &a->err);
-    size_t i, count;
+    size_t i;
 
     for (size_t start = 0; st == OUTBOX_OK && start < json_array_size(a->missing);
          start += REPAIR_CHUNK) {
@@ -147,9 +147,8 @@ repair(struct audit *a)
             const char *params[] = {ids.data};
             struct obx_ctl_stmt stmt = {obx_sql_events_envelopes, params, 1};
 
-            st = obx_buf_failed(&ids)
-                     ? OUTBOX_ENOMEM
-                     : obx_ctl_republish(p, a->conn, &stmt, results, &count, &a->err);
+            st = obx_buf_failed(&ids) ? OUTBOX_ENOMEM
+                                      : obx_ctl_republish(p, a->conn, &stmt, results, &a->err);
         }
         obx_buf_fini(&ids);
     }

@@ -143,7 +143,6 @@ publish_chunk(struct dead_run *r, struct obx_ctl_publisher *p, json_t *rows, siz
               json_t *results)
 {
     struct obx_buf ids, handlers;
-    size_t count = 0;
     outbox_status st;
 
     obx_buf_init(&ids);
@@ -156,32 +155,38 @@ publish_chunk(struct dead_run *r, struct obx_ctl_publisher *p, json_t *rows, siz
         const char *params[] = {ids.data, handlers.data};
         struct obx_ctl_stmt stmt = {obx_sql_dead_envelopes, params, 2};
 
-        st = obx_ctl_republish(p, r->conn, &stmt, results, &count, &r->err);
+        st = obx_ctl_republish(p, r->conn, &stmt, results, &r->err);
     }
     obx_buf_fini(&handlers);
     obx_buf_fini(&ids);
     return st;
 }
 
-/* The publish result of (event, handler) among `results`, or NULL (never published). */
+/* The publish result of (event, handler), by its message id, or NULL (never published). */
 static json_t *
-result_of(json_t *results, json_t *row)
+result_of(json_t *by_msg_id, json_t *row)
 {
     char want[160];
-    size_t i;
-    json_t *res;
 
     snprintf(want, sizeof(want), "%s:requeue:%lld", obx_ctl_str(row, "event_id"),
              obx_ctl_int(row, "requeue_count"));
+    return json_object_get(by_msg_id, want);
+}
+
+/* The results keyed by their message id. */
+static json_t *
+index_results(json_t *results)
+{
+    json_t *by = json_object(), *res;
+    size_t i;
+
     json_array_foreach(results, i, res)
     {
-        const char *msg_id = obx_ctl_str(res, "msg_id");
-
-        if (msg_id != NULL && strcmp(msg_id, want) == 0) {
-            return res;
+        if (obx_ctl_str(res, "msg_id") != NULL) {
+            json_object_set(by, obx_ctl_str(res, "msg_id"), res);
         }
     }
-    return NULL;
+    return by;
 }
 
 /*
@@ -193,7 +198,7 @@ static size_t
 publish_requeues(struct dead_run *r, json_t *rows)
 {
     struct obx_ctl_publisher *p = NULL;
-    json_t *results = json_array(), *row;
+    json_t *results = json_array(), *by_msg_id, *row;
     struct obx_buf ids, handlers;
     size_t failed = 0, i, seen = 0;
     outbox_status st = obx_ctl_publisher_open(r->cfg, &p, &r->err);
@@ -205,16 +210,17 @@ publish_requeues(struct dead_run *r, json_t *rows)
         }
     }
     obx_ctl_publisher_close(p);
+    by_msg_id = index_results(results);
     obx_buf_init(&ids);
     obx_buf_init(&handlers);
     json_array_foreach(rows, i, row)
     {
-        json_t *res =
-            json_is_true(json_object_get(row, "via_stream")) ? result_of(results, row) : NULL;
+        json_t *res;
 
         if (!json_is_true(json_object_get(row, "via_stream"))) {
             continue;
         }
+        res = result_of(by_msg_id, row);
         if (res != NULL) {
             json_object_set(row, "msg_id", json_object_get(res, "msg_id"));
             json_object_set(row, "stream_seq", json_object_get(res, "stream_seq"));
@@ -247,6 +253,7 @@ publish_requeues(struct dead_run *r, json_t *rows)
     }
     obx_buf_fini(&handlers);
     obx_buf_fini(&ids);
+    json_decref(by_msg_id);
     json_decref(results);
     return failed;
 }

@@ -96,7 +96,8 @@ replay_page(struct replay *r, long long want)
         st = obx_ctl_query(r->conn, r->cfg->schema, &stmt, &rows, &r->err);
         count = st == OUTBOX_OK ? json_array_size(rows) : 0;
     } else {
-        st = obx_ctl_republish(r->pub, r->conn, &stmt, rows, &count, &r->err);
+        st = obx_ctl_republish(r->pub, r->conn, &stmt, rows, &r->err);
+        count = json_array_size(rows);
         if (st == OUTBOX_OK) {
             st = obx_ctl_record_seqs(r->conn, r->cfg->schema, rows, &r->err);
         }

@@ -126,7 +126,7 @@ append_results(const struct obx_relay_batch *b, json_t *rows, json_t *results)
 
 outbox_status
 obx_ctl_republish(struct obx_ctl_publisher *p, PGconn *conn, const struct obx_ctl_stmt *stmt,
-                  json_t *results, size_t *count, outbox_error *err)
+                  json_t *results, outbox_error *err)
 {
     size_t max_body = obx_bus_body_limit(obx_bus_max_payload(p->bus));
     struct obx_relay_batch b;
@@ -134,7 +134,6 @@ obx_ctl_republish(struct obx_ctl_publisher *p, PGconn *conn, const struct obx_ct
     json_t *rows = NULL;
     outbox_status st;
 
-    *count = 0;
     st = obx_ctl_query_lease(conn, p->schema, stmt, &lease, &rows, err);
     if (st != OUTBOX_OK) {
         return st;
@@ -155,7 +154,6 @@ obx_ctl_republish(struct obx_ctl_publisher *p, PGconn *conn, const struct obx_ct
         if (st == OUTBOX_OK) {
             obx_relay_batch_apply_results(&b);
             append_results(&b, rows, results);
-            *count = b.count;
         }
         obx_relay_batch_fini(&b);
     }

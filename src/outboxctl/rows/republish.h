@@ -37,10 +37,10 @@ void obx_ctl_publisher_close(struct obx_ctl_publisher *p);
  * optional msg_id: the Nats-Msg-Id when not the id) and appends one object
  * per row to `results`: {id, msg_id, outcome, stream_seq, reason}, outcome
  * one of published, duplicate (the stream had it), failed (retry later),
- * invalid (the relay would quarantine it). `*count` gets the rows.
+ * invalid (the relay would quarantine it).
  */
 outbox_status obx_ctl_republish(struct obx_ctl_publisher *p, PGconn *conn,
-                                const struct obx_ctl_stmt *stmt, json_t *results, size_t *count,
+                                const struct obx_ctl_stmt *stmt, json_t *results,
                                 outbox_error *err);
 
 /* Records the stream sequences of the published and duplicate `results` on their done rows. */
