@@ -1,7 +1,11 @@
 -- finish_done_mark: the common case in mark mode, every row of a lease published.
--- $1: lease token; $2: ids (uuid[]).
+-- $1: lease token; $2: ids (uuid[]); $3: the PubAcks' stream sequences (bigint[],
+-- one per id, NULL elements or a NULL array when unknown).
 -- Marks the rows the token still holds done, kept for replay until
--- prune_done removes them; the caller counts the others as lost.
-UPDATE /*schema*/events
-   SET status = 'done', published_at = now(), leased_until = NULL, lease_token = NULL
- WHERE id = ANY ($2::uuid[]) AND lease_token = $1::uuid AND status = 'leased'
+-- prune_done removes them, with the sequence the stream stored each at; the
+-- caller counts the others as lost.
+UPDATE /*schema*/events AS e
+   SET status = 'done', published_at = now(), leased_until = NULL, lease_token = NULL,
+       stream_seq = s.seq
+  FROM unnest($2::uuid[], $3::bigint[]) AS s(id, seq)
+ WHERE e.id = s.id AND e.lease_token = $1::uuid AND e.status = 'leased'

@@ -3,7 +3,8 @@
 -- release, invalid); $4: reasons (text[], NULL for done and release);
 -- $5: prune (boolean: delete done rows instead of marking them);
 -- $6: max attempts; $7: release delay in ms; $8, $9: backoff base and cap in ms;
--- $10: per-row release delays in ms (bigint[], NULL: $7 for every row).
+-- $10: per-row release delays in ms (bigint[], NULL: $7 for every row);
+-- $11: per-row stream sequences of published rows (bigint[], NULL: unknown).
 -- Every write is guarded by the token and status leased, so a relay whose
 -- lease ran out (another relay holds the row now) changes nothing; the
 -- caller counts those rows as lost. A retry that reaches $6 attempts goes
@@ -12,8 +13,8 @@
 -- claim's way (they keep published_at NULL, so they stay in its index).
 WITH input AS MATERIALIZED (
     SELECT *
-      FROM unnest($2::uuid[], $3::text[], $4::text[], $10::bigint[])
-           AS i(id, outcome, reason, delay_ms)
+      FROM unnest($2::uuid[], $3::text[], $4::text[], $10::bigint[], $11::bigint[])
+           AS i(id, outcome, reason, delay_ms, seq)
 ), deleted AS (
     DELETE FROM /*schema*/events AS e
      USING input AS i
@@ -22,7 +23,8 @@ WITH input AS MATERIALIZED (
     RETURNING e.id
 ), marked AS (
     UPDATE /*schema*/events AS e
-       SET status = 'done', published_at = now(), leased_until = NULL, lease_token = NULL
+       SET status = 'done', published_at = now(), leased_until = NULL, lease_token = NULL,
+           stream_seq = i.seq
       FROM input AS i
      WHERE e.id = i.id AND i.outcome = 'done' AND NOT $5::boolean
        AND e.lease_token = $1::uuid AND e.status = 'leased'

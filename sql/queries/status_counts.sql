@@ -1,6 +1,17 @@
 -- status_counts: one row with the outbox's health, for outboxctl status.
 -- oldest_pending_age_s counts only rows due now, so rows parked in
 -- backoff do not raise it; a lease that ran out makes its row due again.
+-- lease_expiries sums the leases of unfinished rows that ran out with no
+-- outcome (a relay died or stalled), expired_leases are leases out now.
+-- The ledger's claims: in progress (a live owner), backing off (failed,
+-- next try not due), expired (an owner that stopped: taken over next).
+WITH ledger AS MATERIALIZED (
+    SELECT count(*) FILTER (WHERE owner_token IS NOT NULL AND claimed_until >= now()) AS in_progress,
+           count(*) FILTER (WHERE owner_token IS NULL AND next_attempt_at > now()) AS backing_off,
+           count(*) FILTER (WHERE owner_token IS NOT NULL AND claimed_until < now()) AS expired
+      FROM /*schema*/processed_events
+     WHERE status = 'in_progress' AND dead_at IS NULL
+)
 SELECT count(*) FILTER (WHERE status = 'pending')                        AS pending,
        count(*) FILTER (WHERE status = 'leased')                         AS leased,
        count(*) FILTER (WHERE status = 'done')                           AS done,
@@ -12,5 +23,11 @@ SELECT count(*) FILTER (WHERE status = 'pending')                        AS pend
                        OR (status = 'leased' AND leased_until < now()))), 0)::float8
                                                                           AS oldest_pending_age_s,
        (SELECT count(*) FROM /*schema*/dead_letters WHERE requeued_at IS NULL) AS dead_letters,
-       (SELECT coalesce(max(version), 0) FROM /*schema*/schema_migrations)    AS schema_version
+       (SELECT coalesce(max(version), 0) FROM /*schema*/schema_migrations)    AS schema_version,
+       coalesce(sum(lease_expiries) FILTER (WHERE status IN ('pending', 'leased')), 0)::bigint
+                                                                          AS lease_expiries,
+       count(*) FILTER (WHERE status = 'leased' AND leased_until < now()) AS expired_leases,
+       (SELECT in_progress FROM ledger)                                  AS ledger_in_progress,
+       (SELECT backing_off FROM ledger)                                  AS ledger_backing_off,
+       (SELECT expired FROM ledger)                                      AS ledger_expired_claims
   FROM /*schema*/events

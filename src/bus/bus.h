@@ -43,6 +43,7 @@ void obx_bus_options_init(struct obx_bus_options *opts);
 /* One envelope to publish. Borrowed: valid only during obx_bus_send(). */
 struct obx_bus_message {
     const char *id;      /* event id: Nats-Msg-Id and ce-id */
+    const char *msg_id;  /* Nats-Msg-Id when it is not `id` (outboxctl's requeue); NULL: `id` */
     const char *subject; /* {prefix}.{aggregate_type}.{event_type} */
     const char *body;    /* the envelope JSON */
     size_t body_len;
@@ -62,8 +63,10 @@ enum obx_publish_outcome {
 
 struct obx_publish_result {
     enum obx_publish_outcome outcome;
-    int duplicate;    /* JetStream said it already had this Nats-Msg-Id */
-    char reason[200]; /* why, for last_error; "" when OK */
+    int duplicate;                 /* JetStream said it already had this Nats-Msg-Id */
+    unsigned long long stream_seq; /* OK from JetStream: the PubAck's stream sequence (of the
+                                    * stored copy, for a duplicate); 0 otherwise */
+    char reason[200];              /* why, for last_error; "" when OK */
 };
 
 struct obx_bus;

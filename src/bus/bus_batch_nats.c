@@ -36,7 +36,7 @@ headers_of(const struct obx_bus *bus, const struct obx_bus_message *m, struct he
 {
     size_t n = 0;
 
-    h[n++] = (struct header){"Nats-Msg-Id", m->id};
+    h[n++] = (struct header){"Nats-Msg-Id", m->msg_id != NULL ? m->msg_id : m->id};
     h[n++] = (struct header){"Content-Type", "application/json"};
     h[n++] = (struct header){"ce-specversion", "1.0"};
     h[n++] = (struct header){"ce-id", m->id};
@@ -365,6 +365,7 @@ result_fill(struct obx_publish_result *r, struct slot *sl)
 {
     r->outcome = (enum obx_publish_outcome)sl->outcome;
     r->duplicate = sl->duplicate;
+    r->stream_seq = sl->outcome == OBX_PUBLISH_OK ? sl->seq : 0;
     if (sl->text != NULL) {
         snprintf(r->reason, sizeof(r->reason), "%s", sl->text);
     } else {

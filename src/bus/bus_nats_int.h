@@ -29,9 +29,10 @@ struct slot {
     unsigned char outcome; /* enum obx_publish_outcome */
     unsigned char waiting; /* handed to nats.c, no answer yet */
     unsigned char duplicate;
-    const char *note;   /* static reason, or NULL */
-    const char *detail; /* static, appended to note, or NULL */
-    char *text;         /* owned reason (server text), or NULL */
+    unsigned long long seq; /* the PubAck's stream sequence; 0 without one */
+    const char *note;       /* static reason, or NULL */
+    const char *detail;     /* static, appended to note, or NULL */
+    char *text;             /* owned reason (server text), or NULL */
 };
 
 struct ring_entry {

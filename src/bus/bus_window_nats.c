@@ -183,6 +183,7 @@ classify_locked(struct obx_bus *bus, struct slot *sl, const jsPubAck *pa, const 
     if (pa != NULL && pa->Stream != NULL && strcmp(pa->Stream, bus->stream) == 0) {
         obx_bus_slot_set(sl, OBX_PUBLISH_OK, NULL, NULL);
         sl->duplicate = pa->Duplicate ? 1 : 0;
+        sl->seq = pa->Sequence;
     } else if (pa != NULL) {
         obx_bus_slot_textf(sl, OBX_PUBLISH_UNAVAILABLE, "acked by another stream",
                            "acked by stream %s, expected %s", pa->Stream ? pa->Stream : "?",

@@ -9,6 +9,7 @@
  * because of an outage is redelivered and spends no attempt.
  */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -47,6 +48,43 @@ feed_down(struct outbox_consumer *c, const outbox_error *why)
     obx_worker_link_down(&c->w, &c->feed_link, why->message);
 }
 
+/*
+ * Records this replica's bindings in the handlers table (outboxctl
+ * subjects reads them), at connect and on each maintenance pass. A failure
+ * costs no event: it is logged, and a lost connection is reconnected.
+ */
+static void
+register_handlers(struct outbox_consumer *c)
+{
+    struct obx_ledger_binding bindings[OBX_MAX_HANDLERS];
+    char every[64]; /* {prefix}.>: a prefix is at most 32 bytes */
+    int jetstream = c->w.cfg.bus != OUTBOX_BUS_DB;
+    struct obx_ledger_registration r = {
+        .consumer_group = c->w.cfg.consumer_name,
+        .backend = jetstream ? "jetstream" : "db",
+        .stream = jetstream ? c->w.cfg.stream : NULL,
+        .replica = c->w.name,
+        .bindings = bindings,
+        .count = (size_t)c->handler_count,
+    };
+    outbox_error err = {0};
+
+    snprintf(every, sizeof(every), "%s.>", c->w.cfg.subject_prefix);
+    for (int h = 0; h < c->handler_count; h++) {
+        bindings[h].name = c->handlers[h].name;
+        bindings[h].subject_filter = c->handlers[h].filter ? c->handlers[h].filter : every;
+    }
+    if (obx_ledger_register(c->ledger, &r, &err) == OUTBOX_OK) {
+        return;
+    }
+    if (err.code == OUTBOX_EUNAVAILABLE) {
+        drop_ledger(c, &err);
+    } else {
+        obx_log(OUTBOX_LOG_WARN, "handler registration failed consumer=%s error=\"%s\" sqlstate=%s",
+                c->w.name, err.message, err.sqlstate);
+    }
+}
+
 static int
 ensure_ledger(struct outbox_consumer *c)
 {
@@ -67,7 +105,8 @@ ensure_ledger(struct outbox_consumer *c)
     if (st == OUTBOX_OK) {
         snprintf(detail, sizeof(detail), "schema=%s", c->w.cfg.schema);
         obx_worker_link_up(&c->w, &c->db, "connected", detail);
-        return 1;
+        register_handlers(c);
+        return c->db.up;
     }
     obx_worker_link_down(&c->w, &c->db, err.message);
     obx_worker_link_wait(&c->w, &c->db);
@@ -324,6 +363,10 @@ maybe_maintain(struct outbox_consumer *c)
         return;
     }
     c->next_maintenance_ms = now + MAINTENANCE_EVERY_MS;
+    register_handlers(c); /* last_seen: the bindings are alive */
+    if (!c->db.up) {
+        return;
+    }
     for (int i = 0; i < PRUNE_BATCHES_PER_PASS && deleted == PRUNE_BATCH_ROWS; i++) {
         if (obx_ledger_prune(c->ledger, c->w.cfg.ledger_retention_days * 86400, PRUNE_BATCH_ROWS,
                              &deleted, &err) != OUTBOX_OK) {

@@ -186,6 +186,31 @@ enum obx_ledger_txn_state obx_ledger_txn_state(struct obx_ledger *ledger);
 int obx_ledger_statement_name(struct obx_ledger *ledger, const void *key, char name[32]);
 void obx_ledger_statement_prepared(struct obx_ledger *ledger, const void *key, int ready);
 
+/* One handler a consumer runs, as the handlers table records it. */
+struct obx_ledger_binding {
+    const char *name;           /* the ledger's handler name */
+    const char *subject_filter; /* never NULL: {prefix}.> for a handler of every event */
+};
+
+/* A consumer replica's bindings. Borrowed for the call. */
+struct obx_ledger_registration {
+    const char *consumer_group; /* OUTBOX_CONSUMER_NAME */
+    const char *backend;        /* "jetstream" or "db" */
+    const char *stream;         /* jetstream: the stream the group reads; NULL on db */
+    const char *replica;        /* the replica's name */
+    const struct obx_ledger_binding *bindings;
+    size_t count;
+};
+
+/*
+ * Upserts the bindings into the handlers table with last_seen = now(), in
+ * its own statement (call it outside a transaction): at start and on each
+ * maintenance pass, so `outboxctl subjects` knows which filters are live.
+ * OUTBOX_EINVAL for a name or filter the table would refuse.
+ */
+outbox_status obx_ledger_register(struct obx_ledger *ledger,
+                                  const struct obx_ledger_registration *r, outbox_error *err);
+
 /* Deletes up to `limit` ledger rows finished more than `retention_seconds` ago. */
 outbox_status obx_ledger_prune(struct obx_ledger *ledger, long long retention_seconds, int limit,
                                size_t *deleted, outbox_error *err);

@@ -1,70 +1,160 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * cmd_status.c - `outboxctl status [--json]`: row counts per status and
- * the age of the oldest due row, for humans or for scripts and alerts.
+ * cmd_status.c - `outboxctl status [--json]`: the outbox's row counts, the
+ * age of the oldest due row, dead letters per handler, lease expiries and
+ * the ledger's claims; and when NATS answers, the stream's message count
+ * and sequences and each durable consumer's pending and ack-pending counts.
+ *
+ * --json prints one object (the DESIGN contract: pending, leased, done,
+ * dead, invalid, oldest_pending_age_s, and more). A NATS that cannot be
+ * reached is reported (nats_error), not a failure: the database's part
+ * is what an alert needs first.
  */
 #include <jansson.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "cli.h"
 #include "ctl.h"
-#include "status.h"
+#include "out.h"
+#include "outbox/worker.h"
+#include "outboxctl/stream/js_admin.h"
+#include "query.h"
+#include "sql_gen.h"
 
 #include "common/banned.h" /* last: poisons unsafe functions */
 
+/* The stream and its consumers into `doc` (or nats_error). */
 static void
-print_json(const char *schema, const struct obx_status *s)
+add_stream(const struct obx_config *cfg, json_t *doc)
 {
-    json_t *doc = json_pack(
-        "{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:I, s:I}", "schema", schema, "pending",
-        (json_int_t)s->pending, "leased", (json_int_t)s->leased, "done", (json_int_t)s->done,
-        "dead", (json_int_t)s->dead, "invalid", (json_int_t)s->invalid, "backing_off",
-        (json_int_t)s->backing_off, "oldest_pending_age_s", s->oldest_pending_age_s, "dead_letters",
-        (json_int_t)s->dead_letters, "schema_version", (json_int_t)s->schema_version);
+    struct obx_ctl_js *js = NULL;
+    struct obx_ctl_stream s;
+    json_t *consumers = NULL;
+    outbox_error err = {0};
 
-    json_dumpf(doc, stdout, JSON_COMPACT);
-    fputc('\n', stdout);
-    json_decref(doc);
+    if (obx_ctl_js_open(cfg, &js, &err) != OUTBOX_OK ||
+        obx_ctl_js_stream(js, cfg->stream, &s, &err) != OUTBOX_OK ||
+        (s.exists && obx_ctl_js_consumers(js, cfg->stream, &consumers, &err) != OUTBOX_OK)) {
+        json_object_set_new(doc, "stream", json_null());
+        json_object_set_new(doc, "nats_error", json_string(err.message));
+        obx_ctl_js_close(js);
+        return;
+    }
+    obx_ctl_js_close(js);
+    if (!s.exists) {
+        json_object_set_new(doc, "stream", json_null());
+        json_object_set_new(doc, "nats_error", json_string("no such stream"));
+        return;
+    }
+    json_object_set_new(doc, "stream",
+                        json_pack("{s:s, s:I, s:I, s:I, s:I}", "name", cfg->stream, "messages",
+                                  (json_int_t)s.messages, "bytes", (json_int_t)s.bytes, "first_seq",
+                                  (json_int_t)s.first_seq, "last_seq", (json_int_t)s.last_seq));
+    json_object_set_new(doc, "consumers", consumers);
 }
 
 static void
-print_text(const char *schema, const struct obx_status *s)
+print_text(const char *schema, json_t *d)
 {
-    printf("schema %s (migration %lld)\n", schema, s->schema_version);
-    printf("  pending   %lld (of which %lld waiting to retry)\n", s->pending, s->backing_off);
-    printf("  leased    %lld\n  done      %lld\n  dead      %lld\n  invalid   %lld\n", s->leased,
-           s->done, s->dead, s->invalid);
-    printf("  dead letters not requeued  %lld\n", s->dead_letters);
-    printf("  oldest due row             %.1f s\n", s->oldest_pending_age_s);
+    char a[64], b[64], c[64];
+    json_t *by = json_object_get(d, "dead_letters_by_handler"), *v, *stream, *consumer;
+    const char *handler;
+    size_t i;
+
+    printf("schema %s (migration %s)\n", schema, obx_ctl_text(d, "schema_version", a, sizeof(a)));
+    printf("  pending   %s (of which %s waiting to retry)\n", obx_ctl_text(d, "pending", a, 64),
+           obx_ctl_text(d, "backing_off", b, 64));
+    printf("  leased    %s (%s with the lease run out)\n", obx_ctl_text(d, "leased", a, 64),
+           obx_ctl_text(d, "expired_leases", b, 64));
+    printf("  done      %s\n  dead      %s\n  invalid   %s\n", obx_ctl_text(d, "done", a, 64),
+           obx_ctl_text(d, "dead", b, 64), obx_ctl_text(d, "invalid", c, 64));
+    printf("  oldest due row             %.1f s\n",
+           json_number_value(json_object_get(d, "oldest_pending_age_s")));
+    printf("  lease expiries (unfinished rows)  %s\n", obx_ctl_text(d, "lease_expiries", a, 64));
+    printf("  dead letters not requeued  %s\n", obx_ctl_text(d, "dead_letters", a, 64));
+    json_object_foreach(by, handler, v)
+    {
+        printf("    %-24s %lld\n", handler[0] ? handler : "(relay)",
+               (long long)json_integer_value(v));
+    }
+    printf("  ledger claims: %s in progress, %s backing off, %s expired\n",
+           obx_ctl_text(d, "ledger_in_progress", a, 64),
+           obx_ctl_text(d, "ledger_backing_off", b, 64),
+           obx_ctl_text(d, "ledger_expired_claims", c, 64));
+    stream = json_object_get(d, "stream");
+    if (json_is_object(stream)) {
+        printf("stream %s: %s messages, sequences %s to %s\n", obx_ctl_str(stream, "name"),
+               obx_ctl_text(stream, "messages", a, 64), obx_ctl_text(stream, "first_seq", b, 64),
+               obx_ctl_text(stream, "last_seq", c, 64));
+        json_array_foreach(json_object_get(d, "consumers"), i, consumer)
+        {
+            printf("  consumer %-20s %s pending, %s ack pending\n", obx_ctl_str(consumer, "name"),
+                   obx_ctl_text(consumer, "num_pending", a, 64),
+                   obx_ctl_text(consumer, "num_ack_pending", b, 64));
+        }
+    } else if (json_object_get(d, "nats_error") != NULL) {
+        printf("stream: %s\n", obx_ctl_str(d, "nats_error"));
+    }
+}
+
+/* The database's part of the status into a new object `*out`. */
+static outbox_status
+read_counts(PGconn *conn, const char *schema, json_t **out, outbox_error *err)
+{
+    struct obx_ctl_stmt counts = {obx_sql_status_counts, NULL, 0};
+    struct obx_ctl_stmt letters = {obx_sql_status_dead_letters, NULL, 0};
+    json_t *doc = NULL, *rows = NULL, *by, *row;
+    outbox_status st = obx_ctl_query_one(conn, schema, &counts, &doc, err);
+    size_t i;
+
+    if (st == OUTBOX_OK) {
+        st = obx_ctl_query(conn, schema, &letters, &rows, err);
+    }
+    if (st != OUTBOX_OK) {
+        json_decref(doc);
+        return st;
+    }
+    by = json_object();
+    json_array_foreach(rows, i, row)
+    {
+        json_object_set(by, obx_ctl_str(row, "handler"), json_object_get(row, "dead_letters"));
+    }
+    json_object_set_new(doc, "dead_letters_by_handler", by);
+    json_decref(rows);
+    *out = doc;
+    return OUTBOX_OK;
 }
 
 int
 obx_ctl_status(const struct obx_config *cfg, int argc, char **argv)
 {
-    int json = argc == 1 && strcmp(argv[0], "--json") == 0;
-    struct obx_status s;
-    outbox_error err;
-    PGconn *conn;
-    int code;
+    struct obx_ctl_args args;
+    json_t *doc = NULL, *line;
+    outbox_error err = {0};
+    PGconn *conn = NULL;
+    int code = obx_ctl_args_parse("status", OBX_CTL_OPT_JSON, 0, 0, argc, argv, &args);
 
-    if (argc > 1 || (argc == 1 && !json)) {
-        fprintf(stderr, "usage: outboxctl status [--json]\n");
-        return 2;
+    if (code == 0) {
+        code = obx_ctl_connect(cfg, &conn);
     }
-    code = obx_ctl_connect(cfg, &conn);
-    if (code != 0) {
-        return code;
-    }
-    if (obx_status_read(conn, cfg->schema, &s, &err) != OUTBOX_OK) {
-        fprintf(stderr, "outboxctl status: %s\n", err.message);
-        obx_ctl_close(conn);
-        return err.code == OUTBOX_EINVAL ? 2 : 1;
+    if (code == 0 && read_counts(conn, cfg->schema, &doc, &err) != OUTBOX_OK) {
+        code = obx_ctl_fail("status", &err);
     }
     obx_ctl_close(conn);
-    if (json) {
-        print_json(cfg->schema, &s);
-    } else {
-        print_text(cfg->schema, &s);
+    if (code == 0 && cfg->bus == OUTBOX_BUS_JETSTREAM) {
+        add_stream(cfg, doc);
     }
-    return 0;
+    if (code == 0 && args.json) {
+        line = json_pack("{s:s}", "schema", cfg->schema);
+        json_object_update(line, doc);
+        json_dumpf(line, stdout, JSON_COMPACT);
+        fputc('\n', stdout);
+        json_decref(line);
+    } else if (code == 0) {
+        print_text(cfg->schema, doc);
+    }
+    json_decref(doc);
+    obx_ctl_args_fini(&args);
+    return code;
 }

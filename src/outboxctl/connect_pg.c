@@ -12,6 +12,14 @@
 
 #include "common/banned.h" /* last: poisons unsafe functions */
 
+/* Notices (a re-run's "already exists, skipping") are not the operator's business. */
+static void
+ignore_notice(void *arg, const char *message)
+{
+    (void)arg;
+    (void)message;
+}
+
 int
 obx_ctl_connect(const struct obx_config *cfg, PGconn **out)
 {
@@ -33,6 +41,7 @@ obx_ctl_connect(const struct obx_config *cfg, PGconn **out)
         PQfinish(conn);
         return 1; /* runtime */
     }
+    PQsetNoticeProcessor(conn, ignore_notice, NULL);
     *out = conn;
     return 0;
 }
@@ -41,4 +50,12 @@ void
 obx_ctl_close(PGconn *conn)
 {
     PQfinish(conn);
+}
+
+int
+obx_ctl_fail(const char *verb, const outbox_error *err)
+{
+    fprintf(stderr, "outboxctl %s: %s%s%s\n", verb, err->message,
+            err->sqlstate[0] ? " sqlstate=" : "", err->sqlstate);
+    return err->code == OUTBOX_EINVAL ? 2 : 1;
 }

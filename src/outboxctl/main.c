@@ -16,7 +16,28 @@ static const struct {
     const char *help;
 } verbs[] = {
     {"migrate", obx_ctl_migrate, "apply the schema migrations (safe to run concurrently)"},
-    {"status", obx_ctl_status, "row counts per status; --json for scripts"},
+    {"status", obx_ctl_status,
+     "row counts, dead letters per handler, claims, the stream and its consumers [--json]"},
+    {"trace", obx_ctl_trace,
+     "EVENT_ID: its outbox row, stream message, ledger rows and dead letters [--json]"},
+    {"dead", obx_ctl_dead,
+     "list|requeue|purge [filters] [--dry-run] [--json]: dead letters of handlers and the relay"},
+    {"replay", obx_ctl_replay,
+     "[filters] [--dry-run] [--json]: publish retained (done) rows again under their own id"},
+    {"audit", obx_ctl_audit,
+     "[--since TIME] [--repair] [--json]: retained rows missing from the stream (exit 1)"},
+    {"validate", obx_ctl_validate,
+     "[filters] [--json]: pending rows the relay would quarantine today (exit 1)"},
+    {"export", obx_ctl_export,
+     "--data-subject S: the subject's events, retained rows and dead letters as JSON lines"},
+    {"erase", obx_ctl_erase,
+     "--data-subject S [--dry-run] [--scan-stream] [--json]: remove them; report the stream's"},
+    {"subjects", obx_ctl_subjects,
+     "[--json]: orphan publishes and dead subscriptions against running handlers (exit 1)"},
+    {"doctor", obx_ctl_doctor,
+     "[--json]: each finding ok|warn|error with what it saw and the fix (exit 1 on an error)"},
+    {"roles", obx_ctl_roles,
+     "[--print]: create least-privilege roles outbox_writer|relay|consumer|admin (or print SQL)"},
 };
 
 static void
@@ -24,9 +45,22 @@ usage(FILE *out)
 {
     fputs("usage: outboxctl <verb> [args] [--setting value ...]\n\nverbs:\n", out);
     for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++) {
-        fprintf(out, "  %-10s %s\n", verbs[i].name, verbs[i].help);
+        fprintf(out, "  %-9s %s\n", verbs[i].name, verbs[i].help);
     }
-    fputs("\nSettings come from OUTBOX_* variables (see outboxd --help).\n", out);
+    fputs("\nfilters (dead, replay, validate; each verb refuses the ones it does not take):\n"
+          "  --handler NAME | --relay   a handler's dead letters, or the relay's own\n"
+          "  --event-type T  --aggregate-type A  --aggregate-id UUID\n"
+          "  --since TIME  --until TIME   ISO 8601 (2026-11-29, 2026-11-29T09:41:56Z), database "
+          "time\n"
+          "  --reason-like PATTERN        a LIKE pattern on the dead letter's reason\n"
+          "  --id EVENT_ID                repeatable\n"
+          "  --limit N\n"
+          "\n"
+          "--json prints one JSON object per line; --dry-run prints what would change and changes\n"
+          "nothing. Exit codes: 0 all is well, 1 found or did something to act on (or a server\n"
+          "failed), 2 usage or configuration error.\n"
+          "Settings come from OUTBOX_* variables or --flags (see outboxd --help).\n",
+          out);
 }
 
 int

@@ -304,6 +304,7 @@ finish_batch(struct outbox_relay *relay, const struct obx_lease *lease, struct o
         .release_delay_ms = release_delay_ms,
         .backoff_base_ms = relay->w.cfg.backoff_base_ms,
         .backoff_cap_ms = relay->w.cfg.backoff_cap_ms,
+        .stream_seqs = b->stream_seqs,
     };
     /* Leave a margin: a retry that lands after the lease ends changes nothing anyway. */
     long long deadline_ms = obx_monotonic_ms() + (long long)relay->w.cfg.lease_seconds * 1000 / 2;

@@ -79,7 +79,9 @@ obx_relay_batch_prepare(struct obx_relay_batch *b, const struct obx_lease *lease
     b->results = calloc(n, sizeof(*b->results));
     b->outcomes = calloc(n, sizeof(*b->outcomes));
     b->reasons = calloc(n, sizeof(*b->reasons));
-    if (!b->rows || !b->msgs || !b->msg_row || !b->results || !b->outcomes || !b->reasons) {
+    b->stream_seqs = calloc(n, sizeof(*b->stream_seqs));
+    if (!b->rows || !b->msgs || !b->msg_row || !b->results || !b->outcomes || !b->reasons ||
+        !b->stream_seqs) {
         obx_relay_batch_fini(b);
         return obx_fail(err, OUTBOX_ENOMEM, "relay batch: out of memory");
     }
@@ -114,11 +116,13 @@ obx_relay_batch_apply_results(struct obx_relay_batch *b)
 
         row->outcome = outcome_of(r->outcome);
         row->duplicate = r->outcome == OBX_PUBLISH_OK && r->duplicate;
+        row->stream_seq = r->outcome == OBX_PUBLISH_OK ? (long long)r->stream_seq : 0;
         snprintf(row->reason, sizeof(row->reason), "%s", r->reason);
     }
     for (size_t i = 0; i < b->count; i++) {
         b->outcomes[i] = b->rows[i].outcome;
         b->reasons[i] = b->rows[i].reason[0] ? b->rows[i].reason : NULL;
+        b->stream_seqs[i] = b->rows[i].stream_seq;
     }
 }
 
@@ -148,5 +152,6 @@ obx_relay_batch_fini(struct obx_relay_batch *b)
     free(b->results);
     free(b->outcomes);
     free(b->reasons);
+    free(b->stream_seqs);
     memset(b, 0, sizeof(*b));
 }

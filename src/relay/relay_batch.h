@@ -24,6 +24,7 @@ struct obx_relay_row {
     enum obx_row_outcome outcome; /* decided by prepare (INVALID) or by the results */
     char reason[512];             /* for last_error; "" when none */
     int duplicate;                /* the broker already had it */
+    long long stream_seq;         /* DONE through JetStream: the PubAck's sequence; 0 otherwise */
 };
 
 struct obx_relay_batch {
@@ -35,6 +36,7 @@ struct obx_relay_batch {
     struct obx_publish_result *results; /* owned, msg_count entries once collected */
     enum obx_row_outcome *outcomes;     /* owned, per row, for obx_store_finish */
     const char **reasons;               /* owned array; entries borrow rows[i].reason */
+    long long *stream_seqs;             /* owned, per row, for obx_store_finish (0: none) */
 };
 
 /*

@@ -84,6 +84,9 @@ struct obx_finish_options {
      * leased row, used by its RELEASE outcome (the DB feed's NAKs); cut to
      * 0..ten years. */
     const long long *release_delays_ms;
+    /* NULL: no sequences. Otherwise one per leased row: the stream sequence a
+     * DONE row was stored at (0: unknown), recorded as its stream_seq. */
+    const long long *stream_seqs;
 };
 
 struct obx_finish_counts {

@@ -206,6 +206,26 @@ build_delays(const struct finish_call *call, struct obx_buf *delays)
     obx_buf_append_str(delays, "}");
 }
 
+/* `{s,NULL,...}` of the rows' stream sequences, 0 (unknown) as NULL. */
+static void
+build_seqs(const struct finish_call *call, struct obx_buf *seqs)
+{
+    size_t count = call->lease->count;
+
+    obx_buf_append_str(seqs, "{");
+    for (size_t i = 0; i < count; i++) {
+        long long seq = call->opts->stream_seqs[i];
+
+        if (seq > 0) {
+            obx_buf_appendf(seqs, "%lld", seq);
+        } else {
+            obx_buf_append_str(seqs, "NULL");
+        }
+        obx_buf_append_str(seqs, i + 1 < count ? "," : "");
+    }
+    obx_buf_append_str(seqs, "}");
+}
+
 /*
  * `{a,b,...}` literals of the lease's ids, outcomes and reasons, and of the
  * per-row release delays if there are any (else `delays` stays NULL).
@@ -243,13 +263,13 @@ build_arrays(const struct finish_call *call, struct obx_buf *ids, struct obx_buf
 /* The common case: every row published. A plain DELETE or UPDATE by id. */
 static outbox_status
 finish_all_done(struct obx_store *store, const struct finish_call *call, const char *ids,
-                struct obx_finish_counts *counts, outbox_error *err)
+                const char *seqs, struct obx_finish_counts *counts, outbox_error *err)
 {
-    const char *params[] = {call->lease->token, ids};
+    const char *params[] = {call->lease->token, ids, seqs};
     enum obx_store_sql which =
         call->opts->mode == OBX_FINISH_PRUNE ? OBX_STORE_DONE_PRUNE : OBX_STORE_DONE_MARK;
-    PGresult *res =
-        PQexecParams(store->pg.conn, store->pg.sql[which], 2, NULL, params, NULL, NULL, 0);
+    PGresult *res = PQexecParams(store->pg.conn, store->pg.sql[which],
+                                 which == OBX_STORE_DONE_MARK ? 3 : 2, NULL, params, NULL, NULL, 0);
     outbox_status status = OUTBOX_OK;
 
     if (PQresultStatus(res) != PGRES_COMMAND_OK) {
@@ -263,7 +283,7 @@ finish_all_done(struct obx_store *store, const struct finish_call *call, const c
 }
 
 static outbox_status
-finish_mixed(struct obx_store *store, const struct finish_call *call, const char *const arrays[4],
+finish_mixed(struct obx_store *store, const struct finish_call *call, const char *const arrays[5],
              struct obx_finish_counts *counts, outbox_error *err)
 {
     const struct obx_finish_options *o = call->opts;
@@ -277,7 +297,8 @@ finish_mixed(struct obx_store *store, const struct finish_call *call, const char
                             delay_text,
                             base_text,
                             cap_text,
-                            arrays[3]};
+                            arrays[3],
+                            arrays[4]};
     size_t *fields[] = {&counts->done, &counts->retried, &counts->dead, &counts->released,
                         &counts->invalid};
     PGresult *res;
@@ -287,7 +308,7 @@ finish_mixed(struct obx_store *store, const struct finish_call *call, const char
     snprintf(delay_text, sizeof(delay_text), "%d", o->release_delay_ms);
     snprintf(base_text, sizeof(base_text), "%d", o->backoff_base_ms);
     snprintf(cap_text, sizeof(cap_text), "%d", o->backoff_cap_ms);
-    res = PQexecParams(store->pg.conn, store->pg.sql[OBX_STORE_FINISH_ROWS], 10, NULL, params, NULL,
+    res = PQexecParams(store->pg.conn, store->pg.sql[OBX_STORE_FINISH_ROWS], 11, NULL, params, NULL,
                        NULL, 0);
     if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1) {
         status = obx_fail_pg(err, store->pg.conn, res, "finish a batch");
@@ -335,7 +356,7 @@ obx_store_finish(struct obx_store *store, const struct obx_lease *lease,
 {
     struct finish_call call = {lease, outcomes, reasons, opts};
     struct obx_finish_counts got;
-    struct obx_buf ids, names, texts, delays;
+    struct obx_buf ids, names, texts, delays, seqs;
     size_t done_rows = 0, applied;
     outbox_status status;
 
@@ -353,9 +374,13 @@ obx_store_finish(struct obx_store *store, const struct obx_lease *lease,
     obx_buf_init(&names);
     obx_buf_init(&texts);
     obx_buf_init(&delays);
+    obx_buf_init(&seqs);
     build_arrays(&call, &ids, &names, &texts, &delays);
+    if (opts->stream_seqs != NULL) {
+        build_seqs(&call, &seqs);
+    }
     if (obx_buf_failed(&ids) || obx_buf_failed(&names) || obx_buf_failed(&texts) ||
-        obx_buf_failed(&delays)) {
+        obx_buf_failed(&delays) || obx_buf_failed(&seqs)) {
         status = obx_fail(err, OUTBOX_ENOMEM, "finish: out of memory");
         goto done;
     }
@@ -363,9 +388,9 @@ obx_store_finish(struct obx_store *store, const struct obx_lease *lease,
         done_rows++;
     }
     if (done_rows == lease->count) {
-        status = finish_all_done(store, &call, ids.data, &got, err);
+        status = finish_all_done(store, &call, ids.data, seqs.data, &got, err);
     } else {
-        const char *const arrays[4] = {ids.data, names.data, texts.data, delays.data};
+        const char *const arrays[5] = {ids.data, names.data, texts.data, delays.data, seqs.data};
 
         status = finish_mixed(store, &call, arrays, &got, err);
     }
@@ -375,6 +400,7 @@ obx_store_finish(struct obx_store *store, const struct obx_lease *lease,
         *counts = got;
     }
 done:
+    obx_buf_fini(&seqs);
     obx_buf_fini(&delays);
     obx_buf_fini(&texts);
     obx_buf_fini(&names);

@@ -1,0 +1,33 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * probe.h - what outboxctl doctor can only learn by using its own session
+ * as a client would (probe_pg.c): whether session state survives from one
+ * statement to the next (a transaction-mode pooler hands each statement to
+ * whichever server connection is free), whether LISTEN hears its own
+ * NOTIFY, and how far this host's clock is from the database's.
+ */
+#ifndef OBX_CTL_PROBE_H
+#define OBX_CTL_PROBE_H
+
+#include <libpq-fe.h>
+
+#include "outbox/outbox.h"
+
+struct obx_ctl_session_probe {
+    char client_port[16]; /* the port this connection went to ("" for a socket) */
+    char server_port[16]; /* the port the server listens on */
+    int backend_changed;  /* two statements ran on different server processes */
+    int setting_lost;     /* a session setting did not survive to the next statement */
+};
+
+outbox_status obx_ctl_probe_session(PGconn *conn, struct obx_ctl_session_probe *out,
+                                    outbox_error *err);
+
+/* LISTENs on a channel of its own, NOTIFYs it and waits up to `wait_ms`; *heard 1 if it came. */
+outbox_status obx_ctl_probe_notify(PGconn *conn, int wait_ms, int *heard, outbox_error *err);
+
+/* The database's clock minus this host's, in milliseconds (half the round trip is the error). */
+outbox_status obx_ctl_probe_clock(PGconn *conn, long long *skew_ms, long long *rtt_ms,
+                                  outbox_error *err);
+
+#endif

@@ -1,0 +1,155 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * probe_pg.c - doctor's session probes (see probe.h). Each leaves the
+ * session as it found it: the probe setting is the session's own, the
+ * channel is unlistened, nothing is committed anywhere.
+ */
+#include "probe.h"
+
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/clock.h"
+#include "common/error.h"
+#include "common/error_pg.h"
+
+#include "common/banned.h" /* last: poisons unsafe functions */
+
+/* One row of text values from a statement without parameters; NULL and `err` on failure. */
+static PGresult *
+one_row(PGconn *conn, const char *sql, outbox_error *err)
+{
+    PGresult *res = PQexec(conn, sql);
+
+    if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1) {
+        obx_fail_pg(err, conn, res, "doctor probe");
+        PQclear(res);
+        return NULL;
+    }
+    return res;
+}
+
+outbox_status
+obx_ctl_probe_session(PGconn *conn, struct obx_ctl_session_probe *out, outbox_error *err)
+{
+    PGresult *first, *second;
+    const char *port = PQport(conn);
+
+    memset(out, 0, sizeof(*out));
+    snprintf(out->client_port, sizeof(out->client_port), "%s", port != NULL ? port : "");
+    first = one_row(conn,
+                    "SELECT current_setting('port'), pg_backend_pid(), "
+                    "set_config('outbox.doctor_probe', 'on', false)",
+                    err);
+    if (first == NULL) {
+        return err != NULL ? err->code : OUTBOX_EDB;
+    }
+    second = one_row(conn,
+                     "SELECT pg_backend_pid(), "
+                     "coalesce(current_setting('outbox.doctor_probe', true), '')",
+                     err);
+    if (second == NULL) {
+        PQclear(first);
+        return err != NULL ? err->code : OUTBOX_EDB;
+    }
+    snprintf(out->server_port, sizeof(out->server_port), "%s", PQgetvalue(first, 0, 0));
+    out->backend_changed = strcmp(PQgetvalue(first, 0, 1), PQgetvalue(second, 0, 0)) != 0;
+    out->setting_lost = strcmp(PQgetvalue(second, 0, 1), "on") != 0;
+    PQclear(second);
+    PQclear(first);
+    PQclear(PQexec(conn, "RESET outbox.doctor_probe"));
+    return OUTBOX_OK;
+}
+
+static outbox_status
+exec_command(PGconn *conn, const char *sql, outbox_error *err)
+{
+    PGresult *res = PQexec(conn, sql);
+    outbox_status st = OUTBOX_OK;
+
+    if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+        st = obx_fail_pg(err, conn, res, "notify probe");
+    }
+    PQclear(res);
+    return st;
+}
+
+/* Waits for a notification on `channel`; 1 if it came within `wait_ms`. */
+static int
+wait_for(PGconn *conn, const char *channel, int wait_ms)
+{
+    long long deadline = obx_monotonic_ms() + wait_ms;
+
+    for (;;) {
+        PGnotify *n;
+        struct pollfd pfd = {.fd = PQsocket(conn), .events = POLLIN};
+        long long left = deadline - obx_monotonic_ms();
+
+        PQconsumeInput(conn);
+        while ((n = PQnotifies(conn)) != NULL) {
+            int ours = strcmp(n->relname, channel) == 0;
+
+            PQfreemem(n);
+            if (ours) {
+                return 1;
+            }
+        }
+        if (left <= 0 || pfd.fd < 0) {
+            return 0;
+        }
+        poll(&pfd, 1, (int)left);
+    }
+}
+
+outbox_status
+obx_ctl_probe_notify(PGconn *conn, int wait_ms, int *heard, outbox_error *err)
+{
+    char channel[64], listen[96], notify[96], unlisten[96];
+    outbox_status st;
+
+    /* Digits only: the channel needs no quoting. */
+    snprintf(channel, sizeof(channel), "outbox_doctor_%d", PQbackendPID(conn));
+    snprintf(listen, sizeof(listen), "LISTEN %s", channel);
+    snprintf(notify, sizeof(notify), "NOTIFY %s", channel);
+    snprintf(unlisten, sizeof(unlisten), "UNLISTEN %s", channel);
+    *heard = 0;
+    st = exec_command(conn, listen, err);
+    if (st == OUTBOX_OK) {
+        st = exec_command(conn, notify, err);
+    }
+    if (st == OUTBOX_OK) {
+        *heard = wait_for(conn, channel, wait_ms);
+    }
+    PQclear(PQexec(conn, unlisten));
+    return st;
+}
+
+static long long
+wall_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+outbox_status
+obx_ctl_probe_clock(PGconn *conn, long long *skew_ms, long long *rtt_ms, outbox_error *err)
+{
+    long long before = wall_ms(), after, db;
+    PGresult *res =
+        one_row(conn, "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint", err);
+
+    after = wall_ms();
+    if (res == NULL) {
+        return err != NULL ? err->code : OUTBOX_EDB;
+    }
+    db = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+    PQclear(res);
+    *skew_ms = db - (before + after) / 2;
+    *rtt_ms = after - before;
+    return OUTBOX_OK;
+}

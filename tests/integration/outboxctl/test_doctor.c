@@ -1,0 +1,203 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_doctor.c - `outboxctl doctor`: a healthy deployment has every check
+ * and no error (exit 0); a two-minute duplicate window (shorter than the
+ * relay's retry horizon), a workqueue stream, a schema behind this build
+ * and a ledger kept shorter than the stream's max_age are errors (exit 1),
+ * each with its fix; a connection through a proxy is a pooler warning.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <criterion/criterion.h>
+#include <nats/nats.h>
+
+#include "ctl_test.h"
+#include "harness.h"
+#include "relay_test.h"
+
+#include "common/banned.h" /* last: poisons unsafe functions */
+
+static PGconn *conn;
+
+static void
+setup(void)
+{
+    conn = harness_pg_connect_fresh();
+    relay_test_prepare(conn);
+}
+
+static void
+teardown(void)
+{
+    PQfinish(conn);
+    conn = NULL;
+}
+
+TestSuite(ctl_doctor, .init = setup, .fini = teardown, .timeout = 120);
+
+/* A stream on `prefix`.> with this duplicate window and retention, as an operator made it. */
+static void
+make_stream(const char *name, const char *prefix, int64_t dupe_window_s,
+            jsRetentionPolicy retention)
+{
+    natsConnection *nc = NULL;
+    jsCtx *js = NULL;
+    jsStreamConfig cfg;
+    char subject[64];
+    const char *subjects[1] = {subject};
+    jsErrCode code = 0;
+
+    snprintf(subject, sizeof(subject), "%s.>", prefix);
+    cr_assert_eq(natsConnection_ConnectTo(&nc, harness_nats_url()), NATS_OK);
+    cr_assert_eq(natsConnection_JetStream(&js, nc, NULL), NATS_OK);
+    jsStreamConfig_Init(&cfg);
+    cfg.Name = name;
+    cfg.Subjects = subjects;
+    cfg.SubjectsLen = 1;
+    cfg.Storage = js_FileStorage;
+    cfg.Retention = retention;
+    cfg.MaxAge = 7LL * 86400 * 1000000000LL;
+    cfg.Duplicates = dupe_window_s * 1000000000LL;
+    cr_assert_eq(js_AddStream(NULL, js, &cfg, NULL, &code), NATS_OK, "add stream: %d", (int)code);
+    jsCtx_Destroy(js);
+    natsConnection_Destroy(nc);
+}
+
+/* The finding `check` of a doctor --json run; fails if there is none. */
+static json_t *
+finding(const struct ctl_run *r, const char *check)
+{
+    size_t i;
+    json_t *line;
+
+    json_array_foreach(r->lines, i, line)
+    {
+        const char *c = ctl_str(line, "check");
+
+        if (c != NULL && strcmp(c, check) == 0) {
+            return line;
+        }
+    }
+    cr_assert_fail("doctor has no finding %s:\n%s", check, r->out);
+    return NULL;
+}
+
+static void
+expect_level(const struct ctl_run *r, const char *check, const char *level)
+{
+    json_t *f = finding(r, check);
+
+    cr_assert_str_eq(ctl_str(f, "level"), level, "%s: %s", check, r->out);
+}
+
+Test(ctl_doctor, a_healthy_deployment_has_every_check_and_no_error)
+{
+    static const char *const checks[] = {"schema",
+                                         "dead_tuples",
+                                         "pooler",
+                                         "notify",
+                                         "clock",
+                                         "idle_in_transaction_session_timeout",
+                                         "xmin_horizon",
+                                         "idle_in_transaction",
+                                         "replication_slots",
+                                         "prepared_transactions",
+                                         "frozen_xid",
+                                         "nats_version",
+                                         "stream",
+                                         "retention",
+                                         "storage",
+                                         "duplicate_window",
+                                         "max_age",
+                                         "jetstream_storage",
+                                         "ledger_retention",
+                                         NULL};
+    struct relay_env env;
+    struct ctl_run r;
+
+    make_stream("DOC_OK", "docok", 3600, js_LimitsPolicy);
+    relay_test_env(&env, "DOC_OK", "docok");
+    ctl_expect(&r, &env, 0, (const char *const[]){"doctor", "--json", NULL});
+    for (int i = 0; checks[i] != NULL; i++) {
+        json_t *f = finding(&r, checks[i]);
+
+        cr_assert_str_neq(ctl_str(f, "level"), "error", "%s: %s", checks[i], ctl_str(f, "saw"));
+    }
+    expect_level(&r, "schema", "ok");
+    expect_level(&r, "notify", "ok");
+    expect_level(&r, "duplicate_window", "ok");
+    cr_assert_eq(ctl_int(ctl_line(&r, "summary", 0), "errors"), 0);
+    ctl_run_fini(&r);
+    relay_env_fini(&env);
+}
+
+Test(ctl_doctor, a_two_minute_duplicate_window_is_an_error)
+{
+    struct relay_env env;
+    struct ctl_run r;
+    json_t *f;
+
+    make_stream("DOC_2M", "doc2m", 120, js_LimitsPolicy);
+    relay_test_env(&env, "DOC_2M", "doc2m");
+    /* The relays' defaults: a 60 s lease, 5 s publish timeout, 5 expiries (horizon 335 s). */
+    relay_env_set(&env, "OUTBOX_LEASE_SECONDS", "60");
+    relay_env_set(&env, "OUTBOX_PUBLISH_TIMEOUT_MS", "5000");
+    ctl_expect(&r, &env, 1, (const char *const[]){"doctor", "--json", NULL});
+    f = finding(&r, "duplicate_window");
+    cr_assert_str_eq(ctl_str(f, "level"), "error");
+    cr_assert(strstr(ctl_str(f, "saw"), "retry horizon") != NULL, "%s", ctl_str(f, "saw"));
+    cr_assert(strstr(ctl_str(f, "fix"), "nats stream edit DOC_2M --dupe-window 1h") != NULL, "%s",
+              ctl_str(f, "fix"));
+    ctl_run_fini(&r);
+    ctl_expect(&r, &env, 1, (const char *const[]){"doctor", NULL});
+    cr_assert(strstr(r.out, "error duplicate_window") != NULL, "%s", r.out);
+    ctl_run_fini(&r);
+    relay_env_fini(&env);
+}
+
+Test(ctl_doctor, a_workqueue_stream_an_old_schema_and_a_short_ledger_are_errors)
+{
+    struct relay_env env;
+    struct ctl_run r;
+
+    make_stream("DOC_WQ", "docwq", 3600, js_WorkQueuePolicy);
+    relay_test_env(&env, "DOC_WQ", "docwq");
+    relay_env_set(&env, "OUTBOX_LEDGER_RETENTION_DAYS", "1");
+    ctl_expect(&r, &env, 1, (const char *const[]){"doctor", "--json", NULL});
+    expect_level(&r, "retention", "error");
+    expect_level(&r, "ledger_retention", "error");
+    cr_assert(strstr(ctl_str(finding(&r, "ledger_retention"), "fix"),
+                     "OUTBOX_LEDGER_RETENTION_DAYS=8") != NULL,
+              "%s", r.out);
+    ctl_run_fini(&r);
+
+    relay_env_set(&env, "OUTBOX_LEDGER_RETENTION_DAYS", "30");
+    relay_env_set(&env, "OUTBOX_SCHEMA", "never_migrated");
+    ctl_expect(&r, &env, 1, (const char *const[]){"doctor", "--json", NULL});
+    expect_level(&r, "schema", "error");
+    cr_assert_str_eq(ctl_str(finding(&r, "schema"), "fix"), "outboxctl migrate");
+    ctl_run_fini(&r);
+    relay_env_fini(&env);
+}
+
+Test(ctl_doctor, a_connection_through_a_proxy_is_a_pooler_warning)
+{
+    struct harness_proxy px;
+    struct relay_env env;
+    struct ctl_run r;
+    char *url;
+
+    make_stream("DOC_PX", "docpx", 3600, js_LimitsPolicy);
+    harness_proxy_start(&px, harness_pg_port());
+    url = harness_db_url_via(px.port);
+    relay_env_init(&env, url, harness_nats_url(), "DOC_PX", "docpx");
+    ctl_expect(&r, &env, 0, (const char *const[]){"doctor", "--json", NULL});
+    expect_level(&r, "pooler", "warn");
+    expect_level(&r, "notify", "ok"); /* a plain TCP proxy keeps the session */
+    ctl_run_fini(&r);
+    harness_proxy_stop(&px);
+    relay_env_fini(&env);
+    free(url);
+}
