@@ -2,11 +2,12 @@
 /*
  * devserver_nats.c - a throwaway nats-server with JetStream.
  *
- * The first launch asks for a random port (-p -1) and learns it from the
- * ports file the server writes (nats-server_<pid>.ports), so two servers
- * started at once can never race for a port. Later launches reuse that
- * port and the same store dir, so clients reconnect to the same URL and
- * streams survive. "Up" means a nats.c connect succeeds and JetStream
+ * The first launch takes a free port below the ephemeral range (see
+ * obx_dev_free_port) and tries another if a server started at the same
+ * moment took it; the monitoring port comes from the ports file the server
+ * writes (nats-server_<pid>.ports). Later launches reuse the client port and
+ * the same store dir, so clients reconnect to the same URL and streams
+ * survive. "Up" means a nats.c connect succeeds and JetStream
  * answers an account info request, not merely that the port is open. The
  * test harness may restart the server with credentials we do not know;
  * then a refused anonymous connect plus an "ok" from the monitoring port's
@@ -35,7 +36,12 @@
 
 #include "common/banned.h" /* last: poisons unsafe functions */
 
-enum { NATS_START_TIMEOUT_MS = 30 * 1000, NATS_STOP_TIMEOUT_MS = 10 * 1000 };
+enum {
+    NATS_START_TIMEOUT_MS = 30 * 1000,
+    NATS_STOP_TIMEOUT_MS = 10 * 1000,
+    PORT_ATTEMPTS = 5,        /* first start: ports tried when another process took one */
+    PORT_WAIT_MS = 15 * 1000, /* restart: how long the old port may stay taken */
+};
 
 struct nats_paths {
     char dir[512];
@@ -188,9 +194,10 @@ wait_ready(const struct nats_paths *p, struct obx_dev_nats *n, char *err, size_t
     }
 }
 
-int
-obx_dev_nats_launch(const char *dir, struct obx_dev_nats *n, char *const extra[], char *err,
-                    size_t len)
+/* One start of the server on `port`; n->port is set once it answers. */
+static int
+launch_on(const char *dir, struct obx_dev_nats *n, char *const extra[], int port_number, char *err,
+          size_t len)
 {
     struct nats_paths p;
     char exe[512];
@@ -209,7 +216,7 @@ obx_dev_nats_launch(const char *dir, struct obx_dev_nats *n, char *const extra[]
     for (size_t i = 0; extra != NULL && extra[i] != NULL && i < OBX_DEV_NATS_MAX_EXTRA; i++) {
         argv[argc++] = extra[i];
     }
-    snprintf(port, sizeof(port), "%d", n->port > 0 ? n->port : -1);
+    snprintf(port, sizeof(port), "%d", port_number);
     x.out_fd = open(p.log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (x.out_fd < 0) {
         snprintf(err, len, "cannot open %s: %s", p.log, strerror(errno));
@@ -227,6 +234,31 @@ obx_dev_nats_launch(const char *dir, struct obx_dev_nats *n, char *const extra[]
         return -1;
     }
     return 0;
+}
+
+int
+obx_dev_nats_launch(const char *dir, struct obx_dev_nats *n, char *const extra[], char *err,
+                    size_t len)
+{
+    /* A restart keeps its port and waits for whoever holds it briefly to let go. */
+    int restart = n->port > 0;
+    long long deadline = obx_monotonic_ms() + PORT_WAIT_MS;
+
+    for (int attempt = 1;; attempt++) {
+        int port = restart ? n->port : obx_dev_free_port();
+        int rc = port > 0 ? launch_on(dir, n, extra, port, err, len) : -1;
+
+        if (port <= 0) {
+            snprintf(err, len, "no free port below the ephemeral range");
+        }
+        if (rc == 0 || port <= 0 || strstr(err, "address already in use") == NULL ||
+            (restart ? obx_monotonic_ms() >= deadline : attempt >= PORT_ATTEMPTS)) {
+            return rc;
+        }
+        if (restart) {
+            obx_sleep_ms(200);
+        }
+    }
 }
 
 void

@@ -143,23 +143,61 @@ loopback_socket(int port, struct sockaddr_in *addr)
     return socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 }
 
+/* The lowest port the kernel hands out as a connection's source port (32768 by default). */
+static int
+ephemeral_low(void)
+{
+    FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+    int low = 32768;
+
+    if (f != NULL) {
+        if (fscanf(f, "%d", &low) != 1) {
+            low = 32768;
+        }
+        fclose(f);
+    }
+    return low;
+}
+
+/* 1 when nothing holds `port` on loopback right now. */
+static int
+port_is_free(int port)
+{
+    struct sockaddr_in addr;
+    int fd = loopback_socket(port, &addr);
+    int ok;
+
+    if (fd < 0) {
+        return 0;
+    }
+    ok = bind(fd, (struct sockaddr *)&addr, sizeof(addr)) == 0;
+    close(fd);
+    return ok;
+}
+
+/*
+ * A free port below the ephemeral range. Servers are restarted on the port
+ * they had, and while one is down a port from the ephemeral range can become
+ * some connection's source port (even a client's own reconnect, which then
+ * connects to itself), so the restart finds it taken. Below the range only
+ * another explicit bind can take it.
+ */
 int
 obx_dev_free_port(void)
 {
-    struct sockaddr_in addr;
-    socklen_t addr_len = sizeof(addr);
-    int fd = loopback_socket(0, &addr);
-    int port = -1;
+    enum { SPAN = 12000, TRIES = 400 };
+    int high = ephemeral_low();
+    int low = high - SPAN > 1024 ? high - SPAN : 1024;
+    unsigned int seed = (unsigned int)getpid() * 2654435761u ^ (unsigned int)obx_monotonic_ms();
 
-    if (fd < 0) {
-        return -1;
+    for (int i = 0; high - low > 0 && i < TRIES; i++) {
+        int port = low + (int)(rand_r(&seed) % (unsigned int)(high - low));
+
+        if (port_is_free(port)) {
+            return port;
+        }
     }
-    if (bind(fd, (struct sockaddr *)&addr, sizeof(addr)) == 0 &&
-        getsockname(fd, (struct sockaddr *)&addr, &addr_len) == 0) {
-        port = ntohs(addr.sin_port);
-    }
-    close(fd);
-    return port;
+    return -1;
 }
 
 int
