@@ -157,20 +157,51 @@ run_once(struct bench_state *s, int which)
     return events;
 }
 
-/* Transactions per second of case `which` over `seconds`, and events per second. */
+/* What one case did in one round, summed over its slices. */
+struct tally {
+    long tx, events;
+    double seconds;
+};
+
+/* Runs case `which` for about `seconds`, adding to `t`. */
 static void
-measure(struct bench_state *s, int which, double seconds, double *tx_per_s, double *ev_per_s)
+run_slice(struct bench_state *s, int which, double seconds, struct tally *t)
 {
     double start = obx_bench_now(), elapsed;
-    long tx = 0, events = 0;
 
     do {
-        events += run_once(s, which);
-        tx++;
+        t->events += run_once(s, which);
+        t->tx++;
         elapsed = obx_bench_now() - start;
     } while (elapsed < seconds);
-    *tx_per_s = (double)tx / elapsed;
-    *ev_per_s = (double)events / elapsed;
+    t->seconds += elapsed;
+}
+
+/*
+ * One round: every selected case for `seconds`, in slices of 1/SLICES_PER_S s taken
+ * in turn, so the commit latency of a shared disk, which swings from one
+ * second to the next, falls on every case alike.
+ */
+enum { SLICES_PER_S = 4 };
+
+static void
+run_round(struct bench_state *s, const int run[], double seconds, double tx[], double ev[])
+{
+    struct tally t[CASES] = {{0}};
+    int slices = (int)(seconds * SLICES_PER_S + 0.5);
+
+    slices = slices < 1 ? 1 : slices;
+    for (int i = 0; i < slices; i++) {
+        for (int c = 0; c < CASES; c++) {
+            if (run[c]) {
+                run_slice(s, c, seconds / slices, &t[c]);
+            }
+        }
+    }
+    for (int c = 0; c < CASES; c++) {
+        tx[c] = t[c].seconds > 0 ? (double)t[c].tx / t[c].seconds : 0;
+        ev[c] = t[c].seconds > 0 ? (double)t[c].events / t[c].seconds : 0;
+    }
 }
 
 /* Every case: its name, events per transaction, and the raw case it is compared with. */
@@ -251,7 +282,7 @@ obx_bench_enqueue(const struct obx_bench_env *env)
 {
     struct bench_state s = {0};
     double tx[CASES][OBX_BENCH_MAX_ROUNDS] = {{0}}, ev[CASES][OBX_BENCH_MAX_ROUNDS] = {{0}};
-    double tx_med[CASES] = {0}, ev_med[CASES] = {0};
+    double tx_med[CASES] = {0}, ev_med[CASES] = {0}, round_tx[CASES], round_ev[CASES];
     int rounds = env->rounds; /* 1..OBX_BENCH_MAX_ROUNDS, checked by main */
     int run[CASES];
 
@@ -259,17 +290,13 @@ obx_bench_enqueue(const struct obx_bench_env *env)
     s.conn = obx_bench_connect(env);
     setup(s.conn);
     obx_bench_sql_prepare(s.conn);
-    for (int c = 0; c < CASES; c++) {
-        if (run[c]) {
-            measure(&s, c, env->seconds / 4, &tx[c][0], &ev[c][0]); /* warm-up */
-        }
-    }
+    run_round(&s, run, env->seconds / 4, round_tx, round_ev); /* warm-up */
     /* Interleaved rounds, so drift of a shared machine hits every case alike. */
     for (int r = 0; r < rounds; r++) {
+        run_round(&s, run, env->seconds, round_tx, round_ev);
         for (int c = 0; c < CASES; c++) {
-            if (run[c]) {
-                measure(&s, c, env->seconds, &tx[c][r], &ev[c][r]);
-            }
+            tx[c][r] = round_tx[c];
+            ev[c][r] = round_ev[c];
         }
     }
     for (int c = 0; c < CASES; c++) {

@@ -141,14 +141,14 @@ Test(sql_writer_rules, breaking_a_row_enqueue_just_wrote_is_refused)
     free(id);
 }
 
-Test(sql_writer_rules, the_skip_range_is_empty_outside_the_writers_own_insert)
+Test(sql_writer_rules, the_skip_is_off_once_the_writers_return)
 {
     harness_exec(conn, "BEGIN");
     harness_exec(conn, good_enqueue);
     harness_exec(conn, good_many);
     cr_expect_eq(harness_scalar_ll(conn, "SELECT count(*) WHERE coalesce(current_setting("
-                                         "'outbox.validated_ids', true), '') = ''"),
-                 1, "outbox.validated_ids is left set after the writers returned");
+                                         "'outbox.rows_validated', true), '') = ''"),
+                 1, "outbox.rows_validated is left on after the writers returned");
     harness_exec(conn, "COMMIT");
 }
 
