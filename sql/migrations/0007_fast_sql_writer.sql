@@ -50,7 +50,12 @@ RETURNS boolean LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $fn$
         AND $3 ~ '^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$'
         AND octet_length($1) + 1 + octet_length($3) <= 222
         AND NOT starts_with($3, $1 || '.')
-        AND $2 ~ '^[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}$'
+        -- 8-4-4-4-12 hex digits: hex and hyphens, 36 bytes, exactly four
+        -- hyphens, at 9, 14, 19 and 24. Three times cheaper than the regex
+        -- with counted repeats that event_error() words it with.
+        AND $2 ~ '^[0-9A-Fa-f-]+$' AND octet_length($2) = 36
+        AND substr($2, 9, 1) = '-' AND substr($2, 14, 1) = '-' AND substr($2, 19, 1) = '-'
+        AND substr($2, 24, 1) = '-' AND octet_length(replace($2, '-', '')) = 32
         AND jsonb_typeof($4) = 'object'
         -- Nothing nests at level 64 below the payload (the payload is depth
         -- 1): the walk stops there, so a hostile document costs no more.
@@ -245,8 +250,13 @@ CREATE TRIGGER events_wakeup AFTER INSERT ON /*schema*/events
 -- element (by index, from 0) is refused with SQLSTATE 22023 and a message
 -- "events[i]: " + what enqueue() would say, and nothing is written. What
 -- an ORM or a Go service sends for a batch: one statement, one parameter.
+-- The generic plan of its INSERT is the right one for every array, and a
+-- custom plan costs a planning per call (the plan cache kept choosing them):
+-- hence the one SET clause of the writers, a settings save and restore per
+-- call, not per event.
 CREATE FUNCTION /*schema*/enqueue_many(events jsonb)
-RETURNS uuid[] LANGUAGE plpgsql VOLATILE AS $fn$
+RETURNS uuid[] LANGUAGE plpgsql VOLATILE
+SET plan_cache_mode = force_generic_plan AS $fn$
 #variable_conflict use_variable
 DECLARE
     at timestamptz := clock_timestamp();

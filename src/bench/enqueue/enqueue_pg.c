@@ -204,22 +204,26 @@ run_round(struct bench_state *s, const int run[], double seconds, double tx[], d
     }
 }
 
-/* Every case: its name, events per transaction, and the raw case it is compared with. */
+/* Every case: its name, events per transaction, the raw case it is compared with, and for
+ * enqueue_sql_batch the floor of one statement per event. */
 static const struct {
     const char *name;
     int batch;
     int baseline; /* -1: it is a baseline */
+    int floor;    /* -1: none */
 } cases[CASES] = {
-    {"business_only", 1, -1},
-    {"raw_insert_single", 1, -1},
-    {"enqueue_single", 1, 1},
-    {"raw_insert_batch", BATCH, -1},
-    {"enqueue_batch", BATCH, 3},
-    {"raw_insert_one", 1, -1},
-    {"enqueue_sql_single", 1, C_CASES + OBX_BENCH_RAW_INSERT_ONE},
-    {"raw_insert_select", OBX_BENCH_SQL_BATCH_SIZE, -1},
-    {"enqueue_sql_batch", OBX_BENCH_SQL_BATCH_SIZE, C_CASES + OBX_BENCH_RAW_INSERT_SELECT},
-    {"enqueue_sql_many", OBX_BENCH_SQL_BATCH_SIZE, C_CASES + OBX_BENCH_RAW_INSERT_SELECT},
+    {"business_only", 1, -1, -1},
+    {"raw_insert_single", 1, -1, -1},
+    {"enqueue_single", 1, 1, -1},
+    {"raw_insert_batch", BATCH, -1, -1},
+    {"enqueue_batch", BATCH, 3, -1},
+    {"raw_insert_one", 1, -1, -1},
+    {"enqueue_sql_single", 1, C_CASES + OBX_BENCH_RAW_INSERT_ONE, -1},
+    {"raw_insert_select", OBX_BENCH_SQL_BATCH_SIZE, -1, -1},
+    {"raw_call_batch", OBX_BENCH_SQL_BATCH_SIZE, -1, -1},
+    {"enqueue_sql_batch", OBX_BENCH_SQL_BATCH_SIZE, C_CASES + OBX_BENCH_RAW_INSERT_SELECT,
+     C_CASES + OBX_BENCH_RAW_CALL_BATCH},
+    {"enqueue_sql_many", OBX_BENCH_SQL_BATCH_SIZE, C_CASES + OBX_BENCH_RAW_INSERT_SELECT, -1},
 };
 
 /* The cases `--only` asks for: that case, its baseline, and business_only for the C single. */
@@ -237,6 +241,9 @@ select_cases(const char *only, int run[CASES])
             run[c] = 1;
             if (cases[c].baseline >= 0) {
                 run[cases[c].baseline] = 1;
+            }
+            if (cases[c].floor >= 0) {
+                run[cases[c].floor] = 1;
             }
             if (c == 1 || c == 2) {
                 run[0] = 1;
@@ -272,6 +279,10 @@ emit_results(double tx[CASES], double ev[CASES], const int run[CASES],
         if (cases[c].baseline >= 0) {
             json_object_set_new(line, "baseline", json_string(cases[cases[c].baseline].name));
             json_object_set_new(line, "ratio_to_raw", json_real(ev[c] / ev[cases[c].baseline]));
+        }
+        if (cases[c].floor >= 0 && run[cases[c].floor]) {
+            json_object_set_new(line, "floor", json_string(cases[cases[c].floor].name));
+            json_object_set_new(line, "ratio_to_floor", json_real(ev[c] / ev[cases[c].floor]));
         }
         obx_bench_emit(line);
     }
