@@ -105,6 +105,7 @@ ensure_stream(struct outbox_relay *relay, outbox_error *err)
     so.subjects_prefix = relay->w.cfg.subject_prefix;
     so.max_age_seconds = relay->w.cfg.stream_max_age_seconds;
     so.max_bytes = relay->w.cfg.stream_max_bytes;
+    so.replicas = (int)relay->w.cfg.stream_replicas;
     so.duplicate_window_seconds = relay->w.cfg.duplicate_window_seconds;
     if (obx_stream_ensure(relay->bus, &so, err) != OUTBOX_OK) {
         return err->code;
