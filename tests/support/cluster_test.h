@@ -43,9 +43,10 @@ enum { CLUSTER_RELAYS = 2, CLUSTER_CONSUMERS = 2 };
 
 /* What a run measured, for the log (and the soak's summary). */
 struct cluster_result {
-    long long pause_ms;     /* longest gap in stored times after the faults */
-    long long baseline_ms;  /* longest gap before the first fault */
-    long long recovered_ms; /* from the last fault to every row published */
+    long long pause_ms;         /* longest gap in stored times after the faults */
+    long long baseline_ms;      /* longest gap before the first fault */
+    long long recovered_ms;     /* from the last fault to every row published */
+    long long handler_pause_ms; /* longest gap between handler effects after the first fault */
     long long events;
 };
 
@@ -264,11 +265,11 @@ cluster_run(PGconn *conn, const char *tag, enum cluster_fault first, int cycle, 
                            60000);
         if (round == 0) {
             first_fault_ns = cluster_wall_ns();
+            cr_assert(!atomic_load(&w.done),
+                      "the writer finished before the fault: nothing was in flight");
         }
         cluster_inject(&cl, g.stream, g.consumer, f);
         last_fault_ms = harness_now_ms();
-        cr_assert(!atomic_load(&w.done) || round > 0,
-                  "the writer finished before the fault: nothing was in flight");
     }
     HARNESS_WAIT_UNTIL(atomic_load(&w.done), 120000);
     writer_thread_join(&w);
@@ -287,6 +288,16 @@ cluster_run(PGconn *conn, const char *tag, enum cluster_fault first, int cycle, 
     r.baseline_ms = cluster_longest_gap(times, n, 0, first_fault_ns);
     r.pause_ms = cluster_longest_gap(times, n, first_fault_ns, INT64_MAX);
     free(times);
+    {
+        char sql[512];
+
+        snprintf(sql, sizeof(sql),
+                 "SELECT coalesce((extract(epoch FROM max(gap)) * 1000)::bigint, 0) FROM "
+                 "(SELECT at, at - lag(at) OVER (ORDER BY at) AS gap FROM public.effects) g "
+                 "WHERE at >= to_timestamp(%lld / 1e9)",
+                 first_fault_ns);
+        r.handler_pause_ms = harness_scalar_ll(conn, sql);
+    }
     cr_assert_eq(harness_scalar_ll(conn, "SELECT coalesce(sum(attempts), 0) FROM outbox.events"), 0,
                  "the relays spent attempts on the faults");
     cr_assert_eq(harness_scalar_ll(conn, "SELECT count(*) FROM outbox.dead_letters"), 0,
@@ -300,14 +311,14 @@ cluster_run(PGconn *conn, const char *tag, enum cluster_fault first, int cycle, 
         relay_test_stop(&relays[i], 10000);
     }
     cr_log_info("cluster %s: %s x%d, %lld events: publishing paused %lld ms (longest gap before "
-                "the fault %lld ms); all published %lld ms after the last fault",
+                "the fault %lld ms), handlers %lld ms; all published %lld ms after the last fault",
                 tag, cycle ? "every fault" : cluster_fault_name(first), rounds, r.events,
-                r.pause_ms, r.baseline_ms, r.recovered_ms);
+                r.pause_ms, r.baseline_ms, r.handler_pause_ms, r.recovered_ms);
     fprintf(stderr,
             "CLUSTER_PAUSE tag=%s fault=\"%s\" rounds=%d events=%lld pause_ms=%lld "
-            "baseline_gap_ms=%lld recovered_ms=%lld\n",
+            "baseline_gap_ms=%lld handler_pause_ms=%lld recovered_ms=%lld\n",
             tag, cycle ? "all" : cluster_fault_name(first), rounds, r.events, r.pause_ms,
-            r.baseline_ms, r.recovered_ms);
+            r.baseline_ms, r.handler_pause_ms, r.recovered_ms);
     relay_env_fini(&renv);
     relay_env_fini(&g.env);
     harness_cluster_stop(&cl);
