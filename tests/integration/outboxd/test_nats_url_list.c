@@ -144,10 +144,11 @@ Test(nats_url_list, the_demo_and_its_stream_audit_connect_past_a_dead_first_serv
     relay_env_fini(&env);
 }
 
-Test(nats_url_list, the_benchmark_connects_past_a_dead_first_server)
+static void
+bench_with_list(const char *kind)
 {
     char *argv[] = {(char *)harness_bin("outbox-bench"),
-                    "relay",
+                    (char *)kind,
                     "--events",
                     "300",
                     "--seconds",
@@ -163,13 +164,20 @@ Test(nats_url_list, the_benchmark_connects_past_a_dead_first_server)
 
     list_env(&env, "URL_BENCH", "urlbench");
     harness_spawn(&p, argv, env.vars);
-    cr_assert_eq(harness_proc_wait(&p, 200000), 0, "outbox-bench relay failed:\n%s",
+    cr_assert_eq(harness_proc_wait(&p, 200000), 0, "outbox-bench %s failed:\n%s", kind,
                  harness_proc_log(&p));
     out = harness_proc_log(&p);
     cr_assert(strstr(out, "cannot") == NULL, "%s", out);
     cr_log_info("%s", out);
     free(out);
     relay_env_fini(&env);
+}
+
+/* relay: stream setup, raw publishing, latency subscription; consume: raw fetches. */
+Test(nats_url_list, the_benchmark_connects_past_a_dead_first_server)
+{
+    bench_with_list("relay");
+    bench_with_list("consume");
 }
 
 Test(nats_url_list, a_bad_entry_is_refused_at_start_naming_the_field_and_the_entry)
