@@ -39,11 +39,11 @@ enum cluster_fault {
     CLUSTER_STEPDOWN,
 };
 
-enum { CLUSTER_RELAYS = 2, CLUSTER_CONSUMERS = 2 };
+enum { CLUSTER_RELAYS = 2, CLUSTER_CONSUMERS = 2, CLUSTER_MAX_ROUNDS = 64 };
 
 /* What a run measured, for the log (and the soak's summary). */
 struct cluster_result {
-    long long pause_ms;         /* longest gap in stored times after the faults */
+    long long pause_ms;         /* longest gap in stored times after any fault */
     long long baseline_ms;      /* longest gap before the first fault */
     long long recovered_ms;     /* from the last fault to every row published */
     long long handler_pause_ms; /* longest gap between handler effects after the first fault */
@@ -228,10 +228,13 @@ cluster_run(PGconn *conn, const char *tag, enum cluster_fault first, int cycle, 
     struct writer_thread w;
     struct cluster_result r = {0};
     long long created_ms, first_fault_ns = 0, last_fault_ms = 0;
+    long long fault_ns[CLUSTER_MAX_ROUNDS + 1];
+    enum cluster_fault kind[CLUSTER_MAX_ROUNDS];
     int64_t *times;
     size_t n = 0;
     char name[32];
 
+    cr_assert(rounds >= 1 && rounds <= CLUSTER_MAX_ROUNDS);
     harness_cluster_start(&cl, tag);
     memset(&g, 0, sizeof(g));
     snprintf(g.stream, sizeof(g.stream), "CL_%s", tag);
@@ -263,11 +266,13 @@ cluster_run(PGconn *conn, const char *tag, enum cluster_fault first, int cycle, 
                                harness_now_ms() - created_ms >= 3000 &&
                                cluster_last_seq(&cl, g.stream) >= 100,
                            60000);
+        fault_ns[round] = cluster_wall_ns();
+        kind[round] = f;
         if (round == 0) {
-            first_fault_ns = cluster_wall_ns();
-            cr_assert(!atomic_load(&w.done),
-                      "the writer finished before the fault: nothing was in flight");
+            first_fault_ns = fault_ns[0];
         }
+        cr_assert(!atomic_load(&w.done),
+                  "the writer finished before fault %d: nothing was in flight", round + 1);
         cluster_inject(&cl, g.stream, g.consumer, f);
         last_fault_ms = harness_now_ms();
     }
@@ -286,7 +291,14 @@ cluster_run(PGconn *conn, const char *tag, enum cluster_fault first, int cycle, 
     }
     times = cluster_check_every_node(conn, &cl, g.stream, &n);
     r.baseline_ms = cluster_longest_gap(times, n, 0, first_fault_ns);
-    r.pause_ms = cluster_longest_gap(times, n, first_fault_ns, INT64_MAX);
+    fault_ns[rounds] = INT64_MAX;
+    for (int round = 0; round < rounds; round++) {
+        long long gap = cluster_longest_gap(times, n, fault_ns[round], fault_ns[round + 1]);
+
+        fprintf(stderr, "CLUSTER_FAULT tag=%s round=%d fault=\"%s\" publishing_paused_ms=%lld\n",
+                tag, round + 1, cluster_fault_name(kind[round]), gap);
+        r.pause_ms = gap > r.pause_ms ? gap : r.pause_ms;
+    }
     free(times);
     {
         char sql[512];
