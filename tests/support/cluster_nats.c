@@ -137,6 +137,27 @@ cluster_consumer_leader(const char *url, const char *stream, const char *consume
     return 0;
 }
 
+int
+cluster_consumer_current(const char *url, const char *stream, const char *consumer, int replicas)
+{
+    struct conn c;
+    jsConsumerInfo *ci = NULL;
+    char err[256];
+    int current = 0, ok;
+
+    if (conn_open(&c, url, err, sizeof(err)) != 0) {
+        return 0;
+    }
+    ok = js_GetConsumerInfo(&ci, c.js, stream, consumer, NULL, NULL) == NATS_OK &&
+         ci->Cluster != NULL && ci->Cluster->Leader != NULL && ci->Cluster->Leader[0] != '\0';
+    for (int i = 0; ok && i < ci->Cluster->ReplicasLen; i++) {
+        current += ci->Cluster->Replicas[i]->Current && !ci->Cluster->Replicas[i]->Offline;
+    }
+    jsConsumerInfo_Destroy(ci);
+    conn_close(&c);
+    return ok && current + 1 == replicas;
+}
+
 static int
 api_success(const char *url, const char *subject, char *err, size_t cap)
 {

@@ -38,6 +38,10 @@ int cluster_stream_current(const char *url, const char *stream, int replicas);
 int cluster_consumer_leader(const char *url, const char *stream, const char *consumer, char *leader,
                             size_t leader_cap, char *err, size_t cap);
 
+/* 1 if durable `consumer` has a leader and `replicas` - 1 current, online followers. */
+int cluster_consumer_current(const char *url, const char *stream, const char *consumer,
+                             int replicas);
+
 /* $JS.API.STREAM.LEADER.STEPDOWN.<stream>: the leader hands over at once. */
 int cluster_stream_stepdown(const char *url, const char *stream, char *err, size_t cap);
 

@@ -14,7 +14,7 @@
 
 #include "common/banned.h" /* last: poisons unsafe functions */
 
-enum { ROUNDS = 16, EVENTS_PER_ROUND = 3000 };
+enum { ROUNDS = 16, EVENTS_PER_ROUND = 2500 };
 
 static PGconn *conn;
 
@@ -30,7 +30,7 @@ teardown(void)
     chaos_end(&conn);
 }
 
-TestSuite(cluster_soak, .init = setup, .fini = teardown, .timeout = 1800);
+TestSuite(cluster_soak, .init = setup, .fini = teardown, .timeout = 1200);
 
 Test(cluster_soak, every_node_fault_again_and_again_loses_nothing_and_spends_nothing)
 {
