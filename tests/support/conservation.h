@@ -8,7 +8,8 @@
  *   unhandled        = committed events some listed handler has no effect for
  *   unterminated     = outbox rows still pending or leased
  *   orphan_events    = outbox rows whose business row (public.committed) is missing
- *   orphan_business  = business rows without their outbox row (rows are kept: mark mode)
+ *   orphan_business  = business rows with neither their outbox row nor their message
+ *                      (prune mode deletes published rows: the message stands for them)
  * It reads the stream and the database, never a component's own account.
  * Uses the harness, so only integration and fault binaries may call it.
  */
