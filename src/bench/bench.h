@@ -23,6 +23,7 @@ struct obx_bench_env {
     long long events;         /* events per relay/consume case */
     int batch;                /* relay lease batch / consumer fetch batch */
     double sustain_seconds;   /* how long the sustained-load writers run */
+    const char *only;         /* enqueue: run this case (and its baseline) only; NULL: all */
 };
 
 /* One relay case: replicas, mode, and where its messages go. */

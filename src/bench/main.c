@@ -24,6 +24,8 @@ usage(FILE *out)
           "  --events N           events per relay case (default 50000)\n"
           "  --batch N            relay lease batch (default 500)\n"
           "  --sustain-seconds S  sustained-load writers run this long (default 30)\n"
+          "  --only CASE          enqueue: run one case and its raw baseline (names as in the\n"
+          "                       output: enqueue_sql_single, enqueue_sql_batch, ...)\n"
           "OUTBOX_DATABASE_URL / OUTBOX_NATS_URL: servers to use; unset: throwaway ones.\n",
           out);
 }
@@ -46,6 +48,8 @@ parse_args(int argc, char **argv, struct obx_bench_env *env)
             env->batch = (int)strtol(value, NULL, 10);
         } else if (strcmp(argv[i], "--sustain-seconds") == 0) {
             env->sustain_seconds = strtod(value, NULL);
+        } else if (strcmp(argv[i], "--only") == 0) {
+            env->only = value;
         } else {
             return -1;
         }
