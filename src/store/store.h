@@ -58,6 +58,16 @@ outbox_status obx_store_lease(struct obx_store *store, int limit, int lease_seco
                               int max_lease_expiries, struct obx_lease *out, outbox_error *err);
 void obx_lease_fini(struct obx_lease *lease);
 
+/*
+ * The plan of obx_store_lease(store, limit, ...) in this store's session,
+ * its planner settings included: EXPLAIN (FORMAT JSON) text, malloc'ed into
+ * `*json`. With `analyze` the lease really runs, with actual row counts and
+ * buffers in the plan, inside a transaction that is rolled back: nothing
+ * stays leased. For tests and diagnosis; the relay never calls it.
+ */
+outbox_status obx_store_lease_plan(struct obx_store *store, int limit, int analyze, char **json,
+                                   outbox_error *err);
+
 /* Row accessors; `i` < lease->count. Borrowed until obx_lease_fini(). */
 const char *obx_lease_id(const struct obx_lease *lease, size_t i);
 const char *obx_lease_envelope(const struct obx_lease *lease, size_t i, size_t *len);
