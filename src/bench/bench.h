@@ -23,6 +23,8 @@ struct obx_bench_env {
     long long events;         /* events per relay/consume case */
     int batch;                /* relay lease batch / consumer fetch batch */
     double sustain_seconds;   /* how long the sustained-load writers run */
+    const char *writer;       /* sustained writers: "c" (outbox_enqueue_batch) or "sql" */
+    const char *only_case;    /* NULL: every case of the bench; else just this one */
 };
 
 /* One relay case: replicas, mode, and where its messages go. */
