@@ -45,6 +45,8 @@ struct obx_lease {
     char token[37];  /* the batch's lease token */
     size_t count;    /* rows leased (to publish) */
     int quarantined; /* rows set dead by this call: leases ran out too often */
+    int taken_over;  /* rows whose lease had run out (another holder died or stalled),
+                      * leased again or quarantined by this call */
 };
 
 /*
@@ -140,6 +142,7 @@ struct obx_store_health {
     long long last_vacuum_unix;     /* last vacuum or autovacuum, Unix seconds */
     long long claim_index_reads;    /* entries read from the claim index, ever */
     long long claim_index_scans;    /* scans of it, ever */
+    long long claim_index_fetches;  /* live table rows those scans fetched, ever */
     long long dead_letters;         /* the relay's own, not requeued */
 };
 
