@@ -22,7 +22,8 @@ usage(FILE *out)
           "  --seconds S          measuring time per case and round (default 3)\n"
           "  --rounds N           interleaved rounds, median reported (enqueue; 1..16, default 3)\n"
           "  --events N           events per relay case (default 50000)\n"
-          "  --batch N            relay lease batch (default 500)\n"
+          "  --batch N            relay lease batch (default 500; sustained: the daemon's,\n"
+          "                       unless given)\n"
           "  --sustain-seconds S  sustained-load writers run this long (default 60)\n"
           "  --writer c|sql       sustained-load writers: outbox_enqueue_batch() or 100\n"
           "                       outbox.enqueue() calls per transaction (default c)\n"
@@ -47,6 +48,7 @@ parse_args(int argc, char **argv, struct obx_bench_env *env)
             env->events = strtoll(value, NULL, 10);
         } else if (strcmp(argv[i], "--batch") == 0) {
             env->batch = (int)strtol(value, NULL, 10);
+            env->batch_given = 1;
         } else if (strcmp(argv[i], "--sustain-seconds") == 0) {
             env->sustain_seconds = strtod(value, NULL);
         } else if (strcmp(argv[i], "--writer") == 0) {
