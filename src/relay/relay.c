@@ -190,6 +190,7 @@ lease_batch(struct outbox_relay *relay, struct obx_lease *lease)
     }
     /* The store logs each quarantined row with its event id. */
     obx_worker_count(&relay->w, OUTBOX_RELAY_DEAD, (unsigned long long)lease->quarantined);
+    obx_worker_count(&relay->w, OUTBOX_RELAY_LEASE_EXPIRIES, (unsigned long long)lease->taken_over);
     obx_worker_count(&relay->w, OUTBOX_RELAY_LEASED, lease->count);
 }
 
@@ -500,7 +501,7 @@ maybe_sample_health(struct outbox_relay *relay)
     struct obx_store_health h;
     outbox_error err = {0};
     long long now = obx_monotonic_ms();
-    long long scans, reads;
+    long long scans, reads, fetches;
 
     if (now < relay->next_health_ms || !relay->db.up) {
         return;
@@ -514,9 +515,14 @@ maybe_sample_health(struct outbox_relay *relay)
     }
     scans = h.claim_index_scans - relay->health.claim_index_scans;
     reads = h.claim_index_reads - relay->health.claim_index_reads;
+    fetches = h.claim_index_fetches - relay->health.claim_index_fetches;
     if (relay->health.claim_index_scans > 0 && scans > 0 && reads >= 0) {
         obx_worker_gauge(&relay->w, OUTBOX_RELAY_INDEX_ENTRIES_PER_LEASE,
                          (unsigned long long)(reads / scans));
+    }
+    if (relay->health.claim_index_scans > 0 && scans > 0 && fetches >= 0) {
+        obx_worker_gauge(&relay->w, OUTBOX_RELAY_ROWS_SCANNED_PER_LEASE,
+                         (unsigned long long)(fetches / scans));
     }
     obx_worker_gauge(&relay->w, OUTBOX_RELAY_OLDEST_DUE_SECONDS,
                      (unsigned long long)h.oldest_due_s);
