@@ -3,7 +3,9 @@
 -- Ages are in database time. The index counters are the table's indexes
 -- but its primary key (finishes find rows by id): the claim index. Their
 -- growth between two samples, entries read over scans, is what one lease
--- reads; a bitmap scan or a scan over dead entries shows as a jump.
+-- reads; a bitmap scan or a scan over dead entries shows as a jump. Its
+-- live rows fetched over scans (idx_tup_fetch) are the rows a lease read
+-- from the table: the rows it leased plus those it stepped over.
 SELECT
     (SELECT extract(epoch FROM now() - min(next_attempt_at))::bigint
        FROM /*schema*/events
@@ -25,6 +27,11 @@ SELECT
         AND i.indexrelid NOT IN (SELECT conindid FROM pg_constraint
                                   WHERE conrelid = t.relid AND contype = 'p'))
         AS claim_index_scans,
+    (SELECT sum(i.idx_tup_fetch) FROM pg_stat_user_indexes AS i
+      WHERE i.relid = t.relid
+        AND i.indexrelid NOT IN (SELECT conindid FROM pg_constraint
+                                  WHERE conrelid = t.relid AND contype = 'p'))
+        AS claim_index_fetches,
     (SELECT count(*) FROM /*schema*/dead_letters
       WHERE handler = '' AND requeued_at IS NULL)
         AS dead_letters

@@ -10,6 +10,7 @@
 #include <stdio.h>
 
 #include "stream_audit.h"
+#include "support/nats_conn_nats.h"
 
 #include "common/banned.h" /* last: poisons unsafe functions */
 
@@ -64,14 +65,16 @@ obx_stream_audit(const char *nats_url, const char *stream, const char *subjects,
     natsSubscription *sub = NULL;
     jsSubOptions so;
     long long want = -1, seen = 0;
+    outbox_error oe = {0};
     int rc = -1;
 
     jsSubOptions_Init(&so);
     so.Stream = stream;
     so.Config.AckPolicy = js_AckNone;
     so.Config.DeliverPolicy = js_DeliverAll;
-    if (natsConnection_ConnectTo(&nc, nats_url) != NATS_OK ||
-        natsConnection_JetStream(&js, nc, NULL) != NATS_OK) {
+    if (obx_nats_connect_once(nats_url, "outbox-audit", &nc, &oe) != OUTBOX_OK) {
+        snprintf(err, err_len, "%s", oe.message);
+    } else if (natsConnection_JetStream(&js, nc, NULL) != NATS_OK) {
         snprintf(err, err_len, "cannot connect to NATS");
     } else if ((want = message_count(js, stream)) < 0) {
         snprintf(err, err_len, "stream %s not found", stream);
@@ -96,9 +99,10 @@ obx_stream_message_count(const char *nats_url, const char *stream)
 {
     natsConnection *nc = NULL;
     jsCtx *js = NULL;
+    outbox_error oe = {0};
     long long count = -1;
 
-    if (natsConnection_ConnectTo(&nc, nats_url) == NATS_OK &&
+    if (obx_nats_connect_once(nats_url, "outbox-audit", &nc, &oe) == OUTBOX_OK &&
         natsConnection_JetStream(&js, nc, NULL) == NATS_OK) {
         count = message_count(js, stream);
     }

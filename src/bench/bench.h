@@ -22,8 +22,10 @@ struct obx_bench_env {
     int rounds;               /* cases run interleaved, median reported */
     long long events;         /* events per relay/consume case */
     int batch;                /* relay lease batch / consumer fetch batch */
+    int batch_given;          /* --batch was given: the sustained case uses it too */
     double sustain_seconds;   /* how long the sustained-load writers run */
-    const char *only;         /* enqueue: run this case (and its baseline) only; NULL: all */
+    const char *writer;       /* sustained writers: "c" (outbox_enqueue_batch) or "sql" */
+    const char *only_case;    /* NULL: every case of the bench; else just this one */
 };
 
 /* One relay case: replicas, mode, and where its messages go. */

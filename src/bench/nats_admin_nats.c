@@ -11,6 +11,8 @@
 #include "bus/bus.h"
 #include "bus/stream.h"
 
+#include "support/nats_conn_nats.h"
+
 #include "common/banned.h" /* last: poisons unsafe functions */
 
 int
@@ -44,9 +46,10 @@ void
 obx_bench_stream_delete(const char *url, const char *name)
 {
     natsConnection *nc = NULL;
+    outbox_error err = {0};
     jsCtx *js = NULL;
 
-    if (natsConnection_ConnectTo(&nc, url) == NATS_OK &&
+    if (obx_nats_connect_once(url, "outbox-bench", &nc, &err) == OUTBOX_OK &&
         natsConnection_JetStream(&js, nc, NULL) == NATS_OK) {
         js_DeleteStream(js, name, NULL, NULL);
     }

@@ -4,7 +4,7 @@
  * exists, with the settings DESIGN.md asks for.
  *
  * A missing stream is created: file storage, subjects {prefix}.>, limits
- * retention, deny_delete, deny_purge, one replica. An existing stream is
+ * retention, deny_delete, deny_purge, `replicas` replicas. An existing stream is
  * left alone except for duplicate_window, which is changed in place with
  * every other field preserved. What cannot be changed is logged with the
  * nats CLI command that would change it, and the caller keeps running.
@@ -24,6 +24,7 @@ struct obx_stream_options {
     int64_t max_age_seconds;          /* 7 days; 0: unlimited */
     int64_t max_bytes;                /* -1: unlimited */
     int64_t duplicate_window_seconds; /* 3600 */
+    int replicas;                     /* num_replicas of a stream created here: 1; 3 on a cluster */
     int check_only;                   /* 0; 1: create if missing, never update (the consumers:
                                        * the relay owns duplicate_window) */
 };

@@ -41,6 +41,7 @@ obx_stream_options_init(struct obx_stream_options *o)
     o->max_age_seconds = 7 * 24 * 3600;
     o->max_bytes = -1;
     o->duplicate_window_seconds = 3600;
+    o->replicas = 1;
     o->check_only = 0;
 }
 
@@ -66,6 +67,9 @@ check_options(const struct obx_stream_options *o, outbox_error *err)
     if (o->max_bytes != -1 && o->max_bytes <= 0) {
         return obx_fail(err, OUTBOX_EINVAL, "stream max_bytes %" PRId64 " must be -1 or positive",
                         o->max_bytes);
+    }
+    if (o->replicas < 1 || o->replicas > 5) {
+        return obx_fail(err, OUTBOX_EINVAL, "stream_replicas %d must be 1 to 5", o->replicas);
     }
     return OUTBOX_OK;
 }
@@ -133,7 +137,7 @@ create_stream(jsCtx *js, const struct obx_stream_options *o, outbox_error *err)
     cfg.Storage = js_FileStorage;
     cfg.Retention = js_LimitsPolicy;
     cfg.Discard = js_DiscardOld;
-    cfg.Replicas = 1;
+    cfg.Replicas = o->replicas;
     cfg.MaxAge = o->max_age_seconds * NANOS_PER_SECOND;
     cfg.MaxBytes = o->max_bytes;
     cfg.Duplicates = o->duplicate_window_seconds * NANOS_PER_SECOND;
@@ -141,7 +145,8 @@ create_stream(jsCtx *js, const struct obx_stream_options *o, outbox_error *err)
     cfg.DenyPurge = true;
     ns = js_AddStream(NULL, js, &cfg, NULL, &code);
     if (ns == NATS_OK) {
-        obx_log(OUTBOX_LOG_INFO, "stream created stream=%s subjects=%s", o->name, subject);
+        obx_log(OUTBOX_LOG_INFO, "stream created stream=%s subjects=%s replicas=%d", o->name,
+                subject, o->replicas);
         return OUTBOX_OK;
     }
     if (code == ERR_NAME_IN_USE) {

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "common/url_list.h"
 #include "envelope/subject.h"
 
 #include "common/banned.h" /* last: poisons unsafe functions */
@@ -66,8 +67,8 @@ enum {
 const struct obx_setting obx_settings[] = {
     STR("OUTBOX_DATABASE_URL", database_url, R | C, NULL, NULL,
         "PostgreSQL connection (libpq URL or key=value); the demo and bench start one if unset"),
-    STR("OUTBOX_NATS_URL", nats_url, R | C, "nats://127.0.0.1:4222", NULL,
-        "NATS server URL(s), comma-separated; tls:// for TLS"),
+    STR("OUTBOX_NATS_URL", nats_url, R | C, "nats://127.0.0.1:4222", obx_nats_url_check,
+        "NATS server URL(s), comma-separated (every node of a cluster); tls:// for TLS"),
     CHOICE("OUTBOX_BUS", bus, R | C, "jetstream", "jetstream|nats-core|db",
            "jetstream (exactly once in the stream), nats-core (at most once), db (no broker)"),
     STR("OUTBOX_SCHEMA", schema, W | R | C, "outbox", outbox_schema_name_check,
@@ -111,6 +112,8 @@ const struct obx_setting obx_settings[] = {
         "stream max_age when the stream is created (0: unlimited)"),
     INT("OUTBOX_STREAM_MAX_BYTES", stream_max_bytes, R, "-1", -1, 4611686018427387904LL,
         "stream max_bytes when the stream is created (-1: unlimited)"),
+    INT("OUTBOX_STREAM_REPLICAS", stream_replicas, R | C, "1", 1, 5,
+        "stream num_replicas when the stream is created (3 on a JetStream cluster)"),
     INT("OUTBOX_DUPLICATE_WINDOW_SECONDS", duplicate_window_seconds, R, "3600", 1, 604800,
         "stream duplicate_window; updated in place on an existing stream"),
     INT("OUTBOX_MAX_ENVELOPE_BYTES", max_envelope_bytes, W, "524288", 1024, 67108864,

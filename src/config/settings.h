@@ -41,7 +41,7 @@ struct obx_config {
     long long max_attempts, lease_seconds, ledger_lease_seconds, batch_size, publish_timeout_ms;
     long long max_in_flight, poll_max_ms, listen, backoff_base_ms, backoff_cap_ms;
     long long max_lease_expiries, retention_hours, ledger_retention_days, drain_timeout_seconds;
-    long long stream_max_age_seconds, stream_max_bytes, duplicate_window_seconds;
+    long long stream_max_age_seconds, stream_max_bytes, stream_replicas, duplicate_window_seconds;
     long long max_envelope_bytes, ack_wait_seconds, max_deliver, handler_timeout_seconds;
 };
 

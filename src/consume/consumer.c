@@ -137,6 +137,7 @@ open_feed(struct outbox_consumer *c, outbox_error *err)
         .tls_key_file = o->nats_tls_key,
         /* A stream the feed creates gets the relay's settings (DESIGN.md "External contract"). */
         .stream_max_age_seconds = o->stream_max_age_seconds,
+        .stream_replicas = (int)o->stream_replicas,
     };
 
     return o->bus == OUTBOX_BUS_DB ? obx_feed_db_open(&fo, &c->feed, err)

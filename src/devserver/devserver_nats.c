@@ -194,10 +194,9 @@ wait_ready(const struct nats_paths *p, struct obx_dev_nats *n, char *err, size_t
     }
 }
 
-/* One start of the server on `port`; n->port is set once it answers. */
-static int
-launch_on(const char *dir, struct obx_dev_nats *n, char *const extra[], int port_number, char *err,
-          size_t len)
+int
+obx_dev_nats_spawn(const char *dir, struct obx_dev_nats *n, char *const extra[], int port_number,
+                   char *err, size_t len)
 {
     struct nats_paths p;
     char exe[512];
@@ -229,11 +228,34 @@ launch_on(const char *dir, struct obx_dev_nats *n, char *const extra[], int port
         n->pid = 0;
         return -1;
     }
+    return 0;
+}
+
+int
+obx_dev_nats_wait(const char *dir, struct obx_dev_nats *n, char *err, size_t len)
+{
+    struct nats_paths p;
+
+    if (nats_paths(dir, &p) != 0) {
+        snprintf(err, len, "path too long: %s", dir);
+        return -1;
+    }
     if (wait_ready(&p, n, err, len) != 0) {
         obx_dev_nats_halt(dir, n, 0);
         return -1;
     }
     return 0;
+}
+
+/* One start of the server on `port`; n->port is set once it answers. */
+static int
+launch_on(const char *dir, struct obx_dev_nats *n, char *const extra[], int port_number, char *err,
+          size_t len)
+{
+    if (obx_dev_nats_spawn(dir, n, extra, port_number, err, len) != 0) {
+        return -1;
+    }
+    return obx_dev_nats_wait(dir, n, err, len);
 }
 
 int
@@ -285,12 +307,21 @@ obx_dev_nats_halt(const char *dir, const struct obx_dev_nats *n, int graceful)
 }
 
 int
-obx_dev_nats_boot(const char *dir, struct obx_dev_nats *n, char *err, size_t len)
+obx_dev_nats_prepare(const char *dir, char *err, size_t len)
 {
     struct nats_paths p;
 
     if (nats_paths(dir, &p) != 0 || (mkdir(p.dir, 0700) != 0 && errno != EEXIST)) {
         snprintf(err, len, "cannot create %s/nats: %s", dir, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+int
+obx_dev_nats_boot(const char *dir, struct obx_dev_nats *n, char *err, size_t len)
+{
+    if (obx_dev_nats_prepare(dir, err, len) != 0) {
         return -1;
     }
     n->port = 0;

@@ -34,6 +34,19 @@ int obx_dev_nats_boot(const char *dir, struct obx_dev_nats *n, char *err, size_t
 int obx_dev_nats_launch(const char *dir, struct obx_dev_nats *n, char *const extra[], char *err,
                         size_t err_len);
 
+/* Creates <dir>/nats. 0, or -1 with err. */
+int obx_dev_nats_prepare(const char *dir, char *err, size_t err_len);
+
+/*
+ * The two halves of a launch, for servers that cannot answer alone (the
+ * nodes of a cluster answer once a majority runs): spawn starts the server
+ * on `port` and returns at once (n->pid set); wait waits until it answers
+ * as obx_dev_nats_launch does (n->port set), and halts it if it does not.
+ */
+int obx_dev_nats_spawn(const char *dir, struct obx_dev_nats *n, char *const extra[], int port,
+                       char *err, size_t err_len);
+int obx_dev_nats_wait(const char *dir, struct obx_dev_nats *n, char *err, size_t err_len);
+
 /*
  * Stops n->pid if it is still ours (its command line names `dir`) and waits
  * until it is gone: SIGTERM first when `graceful`, SIGKILL otherwise or

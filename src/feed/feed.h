@@ -103,6 +103,8 @@ struct obx_feed_options {
     const char *tls_key_file;
     long long stream_max_age_seconds; /* JetStream: max_age if the feed creates the stream;
                                        * <= 0: the relay's default, 7 days */
+    int stream_replicas;              /* JetStream: num_replicas if the feed creates the stream;
+                                       * <= 0: 1 */
 };
 
 /*

@@ -181,6 +181,9 @@ ensure_stream(struct obx_nats_feed *f, outbox_error *err)
     if (f->stream_max_age_seconds > 0) {
         so.max_age_seconds = f->stream_max_age_seconds;
     }
+    if (f->stream_replicas > 0) {
+        so.replicas = f->stream_replicas;
+    }
     so.check_only = 1; /* the relay owns duplicate_window; we only create what is missing */
     return obx_stream_ensure_nats(f->nc, f->js, &so, err);
 }
@@ -332,6 +335,7 @@ feed_new(const struct obx_feed_options *o, struct obx_nats_feed *f, outbox_error
     f->consumer = strdup(o->consumer_name);
     f->filter = strdup(filter);
     f->stream_max_age_seconds = o->stream_max_age_seconds;
+    f->stream_replicas = o->stream_replicas;
     if (st == OUTBOX_OK && (!f->stream || !f->prefix || !f->consumer || !f->filter)) {
         st = obx_fail(err, OUTBOX_ENOMEM, "out of memory for the feed");
     }

@@ -57,6 +57,7 @@ struct obx_nats_feed {
     struct obx_consumer_spec spec;
     char *stream, *prefix, *consumer, *filter; /* owned; spec points at them */
     long long stream_max_age_seconds;
+    int stream_replicas;
     int ready;                /* stream and consumer checked since the last (re)connect */
     long long checked_ms;     /* when the consumer was last seen (monotonic) */
     unsigned seen_reconnects; /* shared->reconnects when last checked */

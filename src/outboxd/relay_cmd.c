@@ -36,6 +36,8 @@ static const struct obx_metric_def relay_counters[] = {
     {OUTBOX_RELAY_RELEASED, "released", "rows handed back after a transport failure"},
     {OUTBOX_RELAY_LOST, "lost", "finishes refused because the lease had moved on"},
     {OUTBOX_RELAY_BATCHES, "batches", "lease batches published"},
+    {OUTBOX_RELAY_LEASE_EXPIRIES, "lease_expiries",
+     "rows taken over after their lease ran out with no outcome (a relay died or stalled)"},
 };
 
 static const struct obx_metric_def relay_gauges[] = {
@@ -47,6 +49,8 @@ static const struct obx_metric_def relay_gauges[] = {
      "last vacuum or autovacuum of the outbox table, Unix time (0: none known)"},
     {OUTBOX_RELAY_INDEX_ENTRIES_PER_LEASE, "outbox_relay_claim_index_entries_per_lease",
      "claim-index entries a lease read, between the last two samples"},
+    {OUTBOX_RELAY_ROWS_SCANNED_PER_LEASE, "outbox_relay_rows_scanned_per_lease",
+     "table rows a lease read (leased or stepped over), between the last two samples"},
 };
 
 static const struct obx_metric_def relay_histograms[] = {

@@ -8,6 +8,7 @@
  * is ever open across a publish. Outages are states, not errors: the loop
  * pauses with a growing delay, logs once per change, and resumes by itself.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -105,6 +106,7 @@ ensure_stream(struct outbox_relay *relay, outbox_error *err)
     so.subjects_prefix = relay->w.cfg.subject_prefix;
     so.max_age_seconds = relay->w.cfg.stream_max_age_seconds;
     so.max_bytes = relay->w.cfg.stream_max_bytes;
+    so.replicas = (int)relay->w.cfg.stream_replicas;
     so.duplicate_window_seconds = relay->w.cfg.duplicate_window_seconds;
     if (obx_stream_ensure(relay->bus, &so, err) != OUTBOX_OK) {
         return err->code;
@@ -188,6 +190,7 @@ lease_batch(struct outbox_relay *relay, struct obx_lease *lease)
     }
     /* The store logs each quarantined row with its event id. */
     obx_worker_count(&relay->w, OUTBOX_RELAY_DEAD, (unsigned long long)lease->quarantined);
+    obx_worker_count(&relay->w, OUTBOX_RELAY_LEASE_EXPIRIES, (unsigned long long)lease->taken_over);
     obx_worker_count(&relay->w, OUTBOX_RELAY_LEASED, lease->count);
 }
 
@@ -354,15 +357,16 @@ release_lease(struct outbox_relay *relay, const struct obx_lease *lease, int del
     obx_relay_batch_fini(&b);
 }
 
-static int
-any_unavailable(const struct obx_relay_batch *b)
+/* The reason of the first message the broker could not take (an outage), or NULL. */
+static const char *
+first_unavailable(const struct obx_relay_batch *b)
 {
     for (size_t k = 0; k < b->msg_count; k++) {
         if (b->results[k].outcome == OBX_PUBLISH_UNAVAILABLE) {
-            return 1;
+            return b->results[k].reason;
         }
     }
-    return 0;
+    return NULL;
 }
 
 /*
@@ -418,6 +422,7 @@ publish_batch(struct outbox_relay *relay, const struct obx_lease *cur, struct ob
     struct obx_relay_batch b;
     outbox_error err = {0};
     int transport_failed = 0;
+    char why[256] = "publish failed";
     double started;
 
     memset(next, 0, sizeof(*next));
@@ -441,11 +446,15 @@ publish_batch(struct outbox_relay *relay, const struct obx_lease *cur, struct ob
             obx_worker_observe(&relay->w, OUTBOX_RELAY_PUBLISH_SECONDS, seconds_since(started));
         }
         obx_relay_batch_apply_results(&b);
-        transport_failed = any_unavailable(&b);
+        if (first_unavailable(&b) != NULL) {
+            /* Named in the log: an election's "no responders" reads unlike a lost server. */
+            snprintf(why, sizeof(why), "publish failed: %s", first_unavailable(&b));
+            transport_failed = 1;
+        }
         crash_after_publish_if_asked(relay, &b);
     }
     if (transport_failed) {
-        broker_failing(relay, "publish failed");
+        broker_failing(relay, why);
     } else if (b.msg_count > 0) {
         obx_worker_link_up(&relay->w, &relay->broker, "connected", NULL);
     }
@@ -492,7 +501,7 @@ maybe_sample_health(struct outbox_relay *relay)
     struct obx_store_health h;
     outbox_error err = {0};
     long long now = obx_monotonic_ms();
-    long long scans, reads;
+    long long scans, reads, fetches;
 
     if (now < relay->next_health_ms || !relay->db.up) {
         return;
@@ -506,9 +515,14 @@ maybe_sample_health(struct outbox_relay *relay)
     }
     scans = h.claim_index_scans - relay->health.claim_index_scans;
     reads = h.claim_index_reads - relay->health.claim_index_reads;
+    fetches = h.claim_index_fetches - relay->health.claim_index_fetches;
     if (relay->health.claim_index_scans > 0 && scans > 0 && reads >= 0) {
         obx_worker_gauge(&relay->w, OUTBOX_RELAY_INDEX_ENTRIES_PER_LEASE,
                          (unsigned long long)(reads / scans));
+    }
+    if (relay->health.claim_index_scans > 0 && scans > 0 && fetches >= 0) {
+        obx_worker_gauge(&relay->w, OUTBOX_RELAY_ROWS_SCANNED_PER_LEASE,
+                         (unsigned long long)(fetches / scans));
     }
     obx_worker_gauge(&relay->w, OUTBOX_RELAY_OLDEST_DUE_SECONDS,
                      (unsigned long long)h.oldest_due_s);

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "common/url_list.h"
 #include "log.h"
 
 #include "common/banned.h" /* last: poisons unsafe functions */
@@ -113,6 +114,28 @@ set_tls(natsOptions *o, const struct obx_nats_settings *s, outbox_error *err)
     return ns == NATS_OK ? OUTBOX_OK : fail_as(err, ns, OUTBOX_EINVAL, "enabling tls");
 }
 
+/*
+ * Every server of the list, as an array: natsOptions_SetURL takes one URL in
+ * nats.c 3.4.1 and, given a list, never connects (FACTS 20). The client
+ * tries each at connect, and on a loss reconnects to the others (and to
+ * the cluster's other nodes the servers announce).
+ */
+static outbox_status
+set_servers(natsOptions *o, const char *list, outbox_error *err)
+{
+    struct obx_url_list l;
+    natsStatus ns;
+    outbox_status st = obx_url_list_parse("nats_url", list, &l, err);
+
+    if (st != OUTBOX_OK) {
+        return st;
+    }
+    ns = natsOptions_SetServers(o, (const char **)l.urls, (int)l.count);
+    obx_url_list_free(&l);
+    return ns == NATS_OK ? OUTBOX_OK
+                         : obx_nats_fail(err, ns, OUTBOX_EINVAL, "parsing the nats url");
+}
+
 /* Reconnect and liveness settings: forever, jittered, pings and write deadline. */
 static natsStatus
 set_liveness(natsOptions *o, const struct obx_nats_settings *s)
@@ -155,7 +178,7 @@ obx_nats_options_new(const struct obx_nats_settings *s, natsOptions **out, outbo
     outbox_status st = OUTBOX_OK;
 
     if (!is_set(s->url)) {
-        return obx_fail(err, OUTBOX_EINVAL, "nats url must not be empty");
+        return obx_fail(err, OUTBOX_EINVAL, "nats_url must not be empty");
     }
     if (s->connect_timeout_ms <= 0) {
         return obx_fail(err, OUTBOX_EINVAL, "connect_timeout_ms %d must be positive",
@@ -165,9 +188,8 @@ obx_nats_options_new(const struct obx_nats_settings *s, natsOptions **out, outbo
     if (ns != NATS_OK) {
         return obx_nats_fail(err, ns, OUTBOX_ENOMEM, "creating nats options");
     }
-    ns = natsOptions_SetURL(o, s->url);
-    if (ns != NATS_OK) {
-        st = obx_nats_fail(err, ns, OUTBOX_EINVAL, "parsing the nats url");
+    st = set_servers(o, s->url, err);
+    if (st != OUTBOX_OK) {
         goto done;
     }
     ns = is_set(s->name) ? natsOptions_SetName(o, s->name) : NATS_OK;
@@ -191,6 +213,33 @@ done:
         return st;
     }
     *out = o;
+    return OUTBOX_OK;
+}
+
+outbox_status
+obx_nats_connect_once(const char *url, const char *name, natsConnection **nc, outbox_error *err)
+{
+    struct obx_nats_settings s = {.url = url,
+                                  .name = name,
+                                  .connect_timeout_ms = OBX_NATS_TOOL_TIMEOUT_MS,
+                                  .write_timeout_ms = OBX_NATS_TOOL_TIMEOUT_MS};
+    natsOptions *o = NULL;
+    natsStatus ns;
+    outbox_status st = obx_nats_options_new(&s, &o, err);
+
+    *nc = NULL;
+    if (st != OUTBOX_OK) {
+        return st;
+    }
+    ns = natsOptions_SetMaxReconnect(o, 0); /* one question, then closed: no reconnect loop */
+    if (ns == NATS_OK) {
+        ns = natsConnection_Connect(nc, o);
+    }
+    natsOptions_Destroy(o);
+    if (ns != NATS_OK) {
+        *nc = NULL;
+        return obx_nats_fail(err, ns, OUTBOX_EUNAVAILABLE, "connecting to nats");
+    }
     return OUTBOX_OK;
 }
 

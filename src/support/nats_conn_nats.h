@@ -40,6 +40,18 @@ struct obx_nats_settings {
 outbox_status obx_nats_options_new(const struct obx_nats_settings *s, natsOptions **out,
                                    outbox_error *err);
 
+/* Connect and write timeout of the one-shot connections of tools. */
+#define OBX_NATS_TOOL_TIMEOUT_MS 5000
+
+/*
+ * A connection for a tool's few questions (stream audit, bench setup, the
+ * server's version): the same options, every server of `url` tried once,
+ * no reconnects. The caller destroys *nc. OUTBOX_EINVAL for a bad list
+ * (naming nats_url and the entry), OUTBOX_EUNAVAILABLE when no server answers.
+ */
+outbox_status obx_nats_connect_once(const char *url, const char *name, natsConnection **nc,
+                                    outbox_error *err);
+
 /* True for statuses that mean "cannot reach NATS right now": retry later. */
 int obx_nats_status_is_transport(natsStatus s);
 

@@ -185,6 +185,37 @@ void harness_nats_start(void);
  */
 void harness_nats_restart_with_args(char *const extra[]);
 
+/* ---- a cluster of the test's own ------------------------------------------------------ */
+
+#define HARNESS_CLUSTER_NODES 3
+
+/*
+ * Three nats-server processes on loopback joined as one JetStream cluster
+ * (server names n1, n2, n3; own ports and stores), for this test alone:
+ * no servers lock, stopped when the worker exits. Node k keeps its ports
+ * and store across a restart.
+ */
+struct harness_cluster {
+    char urls[256];                           /* every node: OUTBOX_NATS_URL for a daemon */
+    char node_url[HARNESS_CLUSTER_NODES][64]; /* node k alone */
+    void *dev;                                /* struct obx_dev_cluster */
+};
+
+/* Starts the three nodes; returns once JetStream answers on each. */
+void harness_cluster_start(struct harness_cluster *c, const char *name);
+
+/* SIGKILLs node k and waits until it is gone; refuses if another node is down. */
+void harness_cluster_kill(struct harness_cluster *c, int k);
+
+/* Starts node k again on its ports and store; waits until it answers. */
+void harness_cluster_restart(struct harness_cluster *c, int k);
+
+/* Stops every node. */
+void harness_cluster_stop(struct harness_cluster *c);
+
+/* The node index of server name "n<k+1>", or -1. */
+int harness_cluster_node(const char *server_name);
+
 /* ---- proxy --------------------------------------------------------------------------- */
 
 /* A socat TCP proxy on 127.0.0.1, for cutting a connection without touching the server. */
@@ -196,6 +227,12 @@ struct harness_proxy {
 
 /* Starts forwarding 127.0.0.1:<free port> to 127.0.0.1:target_port; returns the port. */
 int harness_proxy_start(struct harness_proxy *px, int target_port);
+
+/* Same, appending every byte clients send to `dump_path` (a protocol capture). */
+int harness_proxy_start_dumping(struct harness_proxy *px, int target_port, const char *dump_path);
+
+/* Connections the proxy accepted so far (each a client's connect attempt). */
+int harness_proxy_connections(const struct harness_proxy *px);
 
 /*
  * SIGSTOPs socat and its connection children: established connections and

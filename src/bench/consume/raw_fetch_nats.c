@@ -9,6 +9,8 @@
 
 #include "bench/bench.h"
 
+#include "support/nats_conn_nats.h"
+
 #include "common/banned.h" /* last: poisons unsafe functions */
 
 enum { FETCH_BATCH = 256, FETCH_WAIT_MS = 2000 };
@@ -18,6 +20,7 @@ obx_bench_raw_fetch_ack(const char *url, const char *stream, const char *subject
                         double *events_per_s)
 {
     natsConnection *nc = NULL;
+    outbox_error err = {0};
     jsCtx *js = NULL;
     natsSubscription *sub = NULL;
     jsSubOptions so;
@@ -28,7 +31,7 @@ obx_bench_raw_fetch_ack(const char *url, const char *stream, const char *subject
     jsSubOptions_Init(&so);
     so.Stream = stream;
     so.Config.AckPolicy = js_AckExplicit;
-    if (natsConnection_ConnectTo(&nc, url) == NATS_OK &&
+    if (obx_nats_connect_once(url, "outbox-bench", &nc, &err) == OUTBOX_OK &&
         natsConnection_JetStream(&js, nc, NULL) == NATS_OK &&
         js_PullSubscribe(&sub, js, subjects, "bench-raw-fetch", NULL, &so, NULL) == NATS_OK) {
         start = obx_bench_now();

@@ -11,7 +11,7 @@
  * The raw table has the outbox's columns, defaults and indexes but none of
  * its row rules: the difference is what pgoutbox adds. The SQL writer's
  * cases and their raw baselines are in enqueue_sql_pg.c; all cases run
- * interleaved, and `--only CASE` runs one case with its baseline.
+ * interleaved, and `--case NAME` runs one case with its baseline.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -226,7 +226,7 @@ static const struct {
     {"enqueue_sql_many", OBX_BENCH_SQL_BATCH_SIZE, C_CASES + OBX_BENCH_RAW_INSERT_SELECT, -1},
 };
 
-/* The cases `--only` asks for: that case, its baseline, and business_only for the C single. */
+/* The cases `--case` asks for: that case, its baseline, and business_only for the C single. */
 static void
 select_cases(const char *only, int run[CASES])
 {
@@ -251,7 +251,7 @@ select_cases(const char *only, int run[CASES])
         }
     }
     if (only != NULL && !found) {
-        fprintf(stderr, "outbox-bench: --only: no enqueue case named \"%s\"\n", only);
+        fprintf(stderr, "outbox-bench: --case: no enqueue case named \"%s\"\n", only);
         exit(2);
     }
 }
@@ -297,7 +297,7 @@ obx_bench_enqueue(const struct obx_bench_env *env)
     int rounds = env->rounds; /* 1..OBX_BENCH_MAX_ROUNDS, checked by main */
     int run[CASES];
 
-    select_cases(env->only, run);
+    select_cases(env->only_case, run);
     s.conn = obx_bench_connect(env);
     setup(s.conn);
     obx_bench_sql_prepare(s.conn);

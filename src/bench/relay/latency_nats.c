@@ -15,6 +15,8 @@
 #include "bench/bench.h"
 #include "outbox/worker.h"
 
+#include "support/nats_conn_nats.h"
+
 #include "common/banned.h" /* last: poisons unsafe functions */
 
 struct latency_run {
@@ -94,6 +96,7 @@ obx_bench_relay_latency(const struct obx_bench_env *env, int rate_per_s, double 
 {
     struct latency_run run = {.count = (long long)(rate_per_s * seconds)};
     natsConnection *nc = NULL;
+    outbox_error err = {0};
     natsSubscription *sub = NULL;
     outbox_config *cfg = obx_bench_config(env, OUTBOX_CONFIG_RELAY);
     struct obx_bench_workers ws = {0};
@@ -105,7 +108,7 @@ obx_bench_relay_latency(const struct obx_bench_env *env, int rate_per_s, double 
     pthread_mutex_init(&run.lock, NULL);
     obx_bench_exec(conn, "TRUNCATE outbox.events");
     if (obx_bench_stream_create(env->nats_url, "BENCH_LAT", "benchlat") != 0 ||
-        natsConnection_ConnectTo(&nc, env->nats_url) != NATS_OK ||
+        obx_nats_connect_once(env->nats_url, "outbox-bench", &nc, &err) != OUTBOX_OK ||
         natsConnection_Subscribe(&sub, nc, "benchlat.>", on_message, &run) != NATS_OK) {
         fprintf(stderr, "outbox-bench: latency: cannot subscribe\n");
         return -1;

@@ -118,6 +118,32 @@ check_windows(struct obx_doctor *d, const struct obx_ctl_stream *s)
     }
 }
 
+/*
+ * A daemon sets num_replicas only when it creates the stream, so a stream
+ * made before OUTBOX_STREAM_REPLICAS was raised (or by hand) keeps its
+ * count: said here, with the edit that changes it in place.
+ */
+static void
+check_replicas(struct obx_doctor *d, const struct obx_ctl_stream *s)
+{
+    long long want = d->cfg->stream_replicas;
+    char fix[128];
+
+    if (s->replicas == want) {
+        obx_doctor_add(d, "stream_replicas", "ok", NULL,
+                       "%lld replica%s, as OUTBOX_STREAM_REPLICAS says", s->replicas,
+                       s->replicas == 1 ? "" : "s");
+        return;
+    }
+    snprintf(fix, sizeof(fix),
+             "nats stream edit %s --replicas %lld (or set OUTBOX_STREAM_REPLICAS=%lld)",
+             d->cfg->stream, want, s->replicas);
+    obx_doctor_add(d, "stream_replicas", "warn", fix,
+                   "stream %s has %lld replica%s, OUTBOX_STREAM_REPLICAS is %lld: the daemons set "
+                   "it only when they create the stream",
+                   d->cfg->stream, s->replicas, s->replicas == 1 ? "" : "s", want);
+}
+
 /* Retention, storage, deny flags, replicas: how the stream keeps what the relays store. */
 static void
 check_kind(struct obx_doctor *d, const struct obx_ctl_stream *s)
@@ -237,6 +263,7 @@ obx_doctor_check_broker(struct obx_doctor *d)
         obx_doctor_add(d, "stream", "ok", NULL, "stream %s captures %s, %llu messages",
                        d->cfg->stream, s.subjects, s.messages);
         check_kind(d, &s);
+        check_replicas(d, &s);
         check_windows(d, &s);
         check_usage(d, js, &s);
         check_ledger(d, s.max_age_seconds);

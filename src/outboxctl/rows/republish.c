@@ -38,6 +38,7 @@ ensure_stream(const struct obx_config *cfg, struct obx_bus *bus, outbox_error *e
     so.subjects_prefix = cfg->subject_prefix;
     so.max_age_seconds = cfg->stream_max_age_seconds;
     so.max_bytes = cfg->stream_max_bytes;
+    so.replicas = (int)cfg->stream_replicas;
     so.duplicate_window_seconds = cfg->duplicate_window_seconds;
     so.check_only = 1; /* the relay owns duplicate_window: create what is missing, change nothing */
     return obx_stream_ensure(bus, &so, err);

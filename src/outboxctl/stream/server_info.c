@@ -4,7 +4,9 @@
  *
  * nats.c 3.4.1 keeps the server's INFO to itself, so this reads it: a
  * server sends `INFO {...}\r\n` first on every connection, before any TLS
- * handshake or authentication. Read and closed; nothing is sent.
+ * handshake or authentication. Read and closed; nothing is sent. The
+ * servers of OUTBOX_NATS_URL are asked in turn until one answers, so a
+ * cluster with a node down still tells its version.
  */
 #include "js_admin.h"
 
@@ -16,12 +18,13 @@
 #include <unistd.h>
 
 #include "common/error.h"
+#include "common/url_list.h"
 
 #include "common/banned.h" /* last: poisons unsafe functions */
 
 enum { INFO_WAIT_MS = 2000, INFO_CAP = 8192 };
 
-/* host and port of the first URL: [scheme://][user[:pass]@]host[:port]. */
+/* host and port of one URL: [scheme://][user[:pass]@]host[:port]. */
 static int
 host_port(const char *url, char *host, size_t host_cap, char *port, size_t port_cap)
 {
@@ -86,18 +89,15 @@ read_info(int fd, char *buf, size_t cap)
     return (ssize_t)used;
 }
 
-outbox_status
-obx_ctl_nats_server_version(const char *nats_url, char *out, size_t cap, outbox_error *err)
+/* The version `host`:`port` announces; OUTBOX_EUNAVAILABLE with the reason if it does not. */
+static outbox_status
+version_of(const char *host, const char *port, char *out, size_t cap, outbox_error *err)
 {
-    char host[256], port[16], info[INFO_CAP];
+    char info[INFO_CAP];
     json_t *doc;
     const char *version;
-    int fd;
+    int fd = connect_to(host, port);
 
-    if (nats_url == NULL || host_port(nats_url, host, sizeof(host), port, sizeof(port)) != 0) {
-        return obx_fail(err, OUTBOX_EINVAL, "OUTBOX_NATS_URL names no host");
-    }
-    fd = connect_to(host, port);
     if (fd < 0) {
         return obx_fail(err, OUTBOX_EUNAVAILABLE, "cannot reach nats at %s:%s", host, port);
     }
@@ -115,4 +115,26 @@ obx_ctl_nats_server_version(const char *nats_url, char *out, size_t cap, outbox_
     snprintf(out, cap, "%s", version);
     json_decref(doc);
     return OUTBOX_OK;
+}
+
+outbox_status
+obx_ctl_nats_server_version(const char *nats_url, char *out, size_t cap, outbox_error *err)
+{
+    struct obx_url_list l;
+    char host[256], port[16];
+    outbox_status st = obx_url_list_parse("nats_url", nats_url, &l, err);
+
+    if (st != OUTBOX_OK) {
+        return st;
+    }
+    st = OUTBOX_EUNAVAILABLE;
+    for (size_t i = 0; i < l.count && st != OUTBOX_OK; i++) {
+        if (host_port(l.urls[i], host, sizeof(host), port, sizeof(port)) != 0) {
+            st = obx_fail(err, OUTBOX_EINVAL, "nats_url: \"%s\" names no host", l.urls[i]);
+            break;
+        }
+        st = version_of(host, port, out, cap, err);
+    }
+    obx_url_list_free(&l);
+    return st;
 }

@@ -109,6 +109,7 @@ Test(ctl_doctor, a_healthy_deployment_has_every_check_and_no_error)
                                          "stream",
                                          "retention",
                                          "storage",
+                                         "stream_replicas",
                                          "duplicate_window",
                                          "max_age",
                                          "jetstream_storage",
@@ -200,4 +201,27 @@ Test(ctl_doctor, a_connection_through_a_proxy_is_a_pooler_warning)
     harness_proxy_stop(&px);
     relay_env_fini(&env);
     free(url);
+}
+
+Test(ctl_doctor, a_stream_whose_replicas_differ_from_the_setting_is_reported_with_the_edit)
+{
+    struct relay_env env;
+    struct ctl_run r;
+    json_t *f;
+
+    make_stream("DOC_R1", "docr1", 3600, js_LimitsPolicy);
+    relay_test_env(&env, "DOC_R1", "docr1");
+    ctl_expect(&r, &env, 0, (const char *const[]){"doctor", "--json", NULL});
+    expect_level(&r, "stream_replicas", "ok"); /* R1 and OUTBOX_STREAM_REPLICAS=1 agree */
+    ctl_run_fini(&r);
+
+    relay_env_set(&env, "OUTBOX_STREAM_REPLICAS", "3");
+    ctl_run(&r, &env, (const char *const[]){"doctor", "--json", NULL});
+    f = finding(&r, "stream_replicas");
+    cr_assert_str_eq(ctl_str(f, "level"), "warn", "%s", r.out);
+    cr_assert(strstr(ctl_str(f, "saw"), "has 1 replica") != NULL, "%s", r.out);
+    cr_assert(strstr(ctl_str(f, "fix"), "nats stream edit DOC_R1 --replicas 3") != NULL, "%s",
+              r.out);
+    ctl_run_fini(&r);
+    relay_env_fini(&env);
 }
