@@ -76,6 +76,9 @@ typedef enum outbox_relay_stat_id {
     OUTBOX_RELAY_INDEX_ENTRIES_PER_LEASE,    /* due-index entries read per lease since the
                                               * previous sample: what a lease scans */
     OUTBOX_RELAY_DEAD_LETTERS,               /* the relay's own dead letters in the table */
+    OUTBOX_RELAY_XMIN_HORIZON_AGE_SECONDS,   /* age of the oldest transaction or prepared
+                                              * transaction holding back the xmin horizon
+                                              * (vacuum cannot remove what it may still see) */
 } outbox_relay_stat_id;
 
 /*

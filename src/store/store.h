@@ -131,6 +131,7 @@ struct obx_store_health {
     long long claim_index_reads;    /* entries read from the claim index, ever */
     long long claim_index_scans;    /* scans of it, ever */
     long long dead_letters;         /* the relay's own, not requeued */
+    long long horizon_age_s;        /* oldest xmin holder: session or prepared transaction */
 };
 
 /* One sample (outbox_health.sql). */

@@ -2,7 +2,7 @@
 /*
  * test_db_blackhole.c - FAULTS.md T13, shortened for CI: a relay and a
  * consumer reach PostgreSQL through a socat proxy whose port is black-holed
- * for 40 s by iptables DROP rules on loopback (no RST, no FIN, packets just
+ * for 32 s by iptables DROP rules on loopback (no RST, no FIN, packets just
  * vanish), while a second relay, connected directly, and a writer carry on.
  *
  * Not a SIGSTOPped proxy, as FAULTS.md suggests: the kernel still ACKs
@@ -77,7 +77,7 @@ teardown(void)
 
 TestSuite(db_blackhole, .init = setup, .fini = teardown, .timeout = 240);
 
-enum { BLACKHOLE_MS = 40000, DETECT_MS = 30000, BLOCKED_MS = 35000, LEASE_MS = 2000 };
+enum { BLACKHOLE_MS = 32000, DETECT_MS = 30000, BLOCKED_MS = 35000, LEASE_MS = 2000 };
 
 #define DOWN "database unavailable"
 
