@@ -627,6 +627,8 @@ maybe_sample_health(struct outbox_relay *relay)
     obx_worker_gauge(&relay->w, OUTBOX_RELAY_TABLE_LAST_VACUUM_UNIX,
                      (unsigned long long)h.last_vacuum_unix);
     obx_worker_gauge(&relay->w, OUTBOX_RELAY_DEAD_LETTERS, (unsigned long long)h.dead_letters);
+    obx_worker_gauge(&relay->w, OUTBOX_RELAY_XMIN_HORIZON_AGE_SECONDS,
+                     (unsigned long long)h.horizon_age_s);
     relay->health = h;
 }
 
