@@ -76,6 +76,16 @@ typedef enum outbox_relay_stat_id {
     OUTBOX_RELAY_INDEX_ENTRIES_PER_LEASE,    /* due-index entries read per lease since the
                                               * previous sample: what a lease scans */
     OUTBOX_RELAY_DEAD_LETTERS,               /* the relay's own dead letters in the table */
+    OUTBOX_RELAY_ROWS_SCANNED_PER_LEASE,     /* table rows a lease read (leased or stepped
+                                              * over) since the previous sample, as
+                                              * PostgreSQL counts the claim index's fetches */
+    OUTBOX_RELAY_XMIN_HORIZON_AGE_SECONDS,   /* age of the oldest transaction or prepared
+                                              * transaction holding back the xmin horizon
+                                              * (vacuum cannot remove what it may still see) */
+    /* Counted as they happen: */
+    OUTBOX_RELAY_LEASE_EXPIRIES, /* rows taken over after their lease ran out with no
+                                  * outcome (a relay died or stalled): leased again or
+                                  * quarantined */
 } outbox_relay_stat_id;
 
 /*

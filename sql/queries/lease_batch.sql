@@ -16,7 +16,8 @@
 -- expiry (a replica died) keeps its batch, so that recovery stays cheap.
 -- Returns the leased rows (quarantined = false) first, in id order, then
 -- the quarantined ones, without their envelope; lease_expiries counts the
--- leases of the row that ran out, this call's included.
+-- leases of the row that ran out, this call's included, and taken_over says
+-- this call found the row's lease run out (leased again or quarantined).
 WITH candidates AS MATERIALIZED (
     SELECT id, next_attempt_at, (status = 'leased')::integer AS expiry,
            status = 'leased' AND lease_expiries + 1 >= $3 AS quarantine,
@@ -49,7 +50,8 @@ WITH candidates AS MATERIALIZED (
                              ELSE e.last_error END
       FROM chosen AS c, batch AS b
      WHERE e.id = c.id
-    RETURNING e.id, e.status, e.envelope, e.attempts, e.lease_token, e.lease_expiries
+    RETURNING e.id, e.status, e.envelope, e.attempts, e.lease_token, e.lease_expiries,
+              c.expiry = 1 AS taken_over
 ), letters AS (
     INSERT INTO /*schema*/dead_letters AS d (event_id, handler, envelope, reason, attempts)
     SELECT id, '', envelope, 'lease_expired_without_outcome', attempts
@@ -60,6 +62,6 @@ WITH candidates AS MATERIALIZED (
            attempts = excluded.attempts, dead_at = now(), requeued_at = NULL
 )
 SELECT id, CASE WHEN status = 'leased' THEN envelope::text END AS envelope, attempts,
-       lease_token, status = 'dead' AS quarantined, lease_expiries
+       lease_token, status = 'dead' AS quarantined, lease_expiries, taken_over
   FROM stamped
  ORDER BY status = 'dead', id

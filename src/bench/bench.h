@@ -22,7 +22,10 @@ struct obx_bench_env {
     int rounds;               /* cases run interleaved, median reported */
     long long events;         /* events per relay/consume case */
     int batch;                /* relay lease batch / consumer fetch batch */
+    int batch_given;          /* --batch was given: the sustained case uses it too */
     double sustain_seconds;   /* how long the sustained-load writers run */
+    const char *writer;       /* sustained writers: "c" (outbox_enqueue_batch) or "sql" */
+    const char *only_case;    /* NULL: every case of the bench; else just this one */
 };
 
 /* One relay case: replicas, mode, and where its messages go. */
@@ -167,5 +170,16 @@ int obx_bench_consume_latency(const struct obx_bench_env *env, PGconn *conn, int
 /* Commit-to-ack latency at a fixed rate (latency_nats.c); fills p50/p99 in ms. */
 int obx_bench_relay_latency(const struct obx_bench_env *env, int rate_per_s, double seconds,
                             double *p50_ms, double *p99_ms, long long *samples);
+
+/*
+ * A subscriber noting when each message tagged {"seq":N,... (N < `slots`)
+ * arrived on `subjects` (ack_watch_nats.c); exits 1 when it cannot subscribe.
+ * An arrival is in obx_bench_now() seconds, 0 until seen.
+ */
+struct obx_bench_ack_watch;
+struct obx_bench_ack_watch *obx_bench_ack_watch_start(const char *url, const char *subjects,
+                                                      long long slots);
+double obx_bench_ack_watch_arrival(struct obx_bench_ack_watch *w, long long seq);
+void obx_bench_ack_watch_stop(struct obx_bench_ack_watch *w);
 
 #endif

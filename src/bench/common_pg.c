@@ -14,6 +14,10 @@
 void
 obx_bench_emit(json_t *line)
 {
+    if (line == NULL) { /* json_pack() refused its format or its values: a bench bug */
+        fprintf(stderr, "outbox-bench: cannot build a result line\n");
+        exit(1);
+    }
     json_dumpf(line, stdout, JSON_COMPACT | JSON_REAL_PRECISION(6));
     fputc('\n', stdout);
     fflush(stdout);

@@ -22,8 +22,13 @@ usage(FILE *out)
           "  --seconds S          measuring time per case and round (default 3)\n"
           "  --rounds N           interleaved rounds, median reported (enqueue; 1..16, default 3)\n"
           "  --events N           events per relay case (default 50000)\n"
-          "  --batch N            relay lease batch (default 500)\n"
-          "  --sustain-seconds S  sustained-load writers run this long (default 30)\n"
+          "  --batch N            relay lease batch (default 500; sustained: the daemon's,\n"
+          "                       unless given)\n"
+          "  --sustain-seconds S  sustained-load writers run this long (default 60)\n"
+          "  --writer c|sql       sustained-load writers: outbox_enqueue_batch() or 100\n"
+          "                       outbox.enqueue() calls per transaction (default c)\n"
+          "  --case NAME          one case: enqueue: a name as in its output (enqueue_sql_single,\n"
+          "                       ...) with its raw baseline; relay: rate, latency or sustained\n"
           "OUTBOX_DATABASE_URL / OUTBOX_NATS_URL: servers to use; unset: throwaway ones.\n",
           out);
 }
@@ -44,8 +49,13 @@ parse_args(int argc, char **argv, struct obx_bench_env *env)
             env->events = strtoll(value, NULL, 10);
         } else if (strcmp(argv[i], "--batch") == 0) {
             env->batch = (int)strtol(value, NULL, 10);
+            env->batch_given = 1;
         } else if (strcmp(argv[i], "--sustain-seconds") == 0) {
             env->sustain_seconds = strtod(value, NULL);
+        } else if (strcmp(argv[i], "--writer") == 0) {
+            env->writer = value;
+        } else if (strcmp(argv[i], "--case") == 0) {
+            env->only_case = value;
         } else {
             return -1;
         }
@@ -53,7 +63,12 @@ parse_args(int argc, char **argv, struct obx_bench_env *env)
     }
     return env->seconds > 0 && env->rounds > 0 && env->rounds <= OBX_BENCH_MAX_ROUNDS &&
                    env->events > 0 && env->batch > 0 && env->batch <= 10000 &&
-                   env->sustain_seconds > 0
+                   env->sustain_seconds > 0 &&
+                   (strcmp(env->writer, "c") == 0 || strcmp(env->writer, "sql") == 0) &&
+                   /* enqueue checks its own case names (it has many) */
+                   (env->only_case == NULL || strcmp(argv[1], "relay") != 0 ||
+                    strcmp(env->only_case, "rate") == 0 || strcmp(env->only_case, "latency") == 0 ||
+                    strcmp(env->only_case, "sustained") == 0)
                ? 0
                : -1;
 }
@@ -104,8 +119,12 @@ start_servers(struct obx_bench_env *env, int need_nats)
 int
 main(int argc, char **argv)
 {
-    struct obx_bench_env env = {
-        .seconds = 3.0, .rounds = 3, .events = 50000, .batch = 500, .sustain_seconds = 30};
+    struct obx_bench_env env = {.seconds = 3.0,
+                                .rounds = 3,
+                                .events = 50000,
+                                .batch = 500,
+                                .sustain_seconds = 60,
+                                .writer = "c"};
     struct obx_devserver *servers;
     int relay, consume, code;
 

@@ -82,3 +82,17 @@ obx_fail_pg_handler(outbox_error *err, PGconn *conn, const PGresult *res, const 
     }
     return status;
 }
+
+outbox_status
+obx_pg_exec(PGconn *conn, const char *sql, const char *doing, outbox_error *err)
+{
+    PGresult *res = PQexec(conn, sql);
+    ExecStatusType st = PQresultStatus(res);
+    outbox_status status = OUTBOX_OK;
+
+    if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
+        status = obx_fail_pg(err, conn, res, doing);
+    }
+    PQclear(res);
+    return status;
+}

@@ -31,4 +31,7 @@ outbox_status obx_fail_pg(outbox_error *err, PGconn *conn, const PGresult *res, 
 outbox_status obx_fail_pg_handler(outbox_error *err, PGconn *conn, const PGresult *res,
                                   const char *doing);
 
+/* Runs `sql` (no parameters, results discarded); a failure is classified as by obx_fail_pg(). */
+outbox_status obx_pg_exec(PGconn *conn, const char *sql, const char *doing, outbox_error *err);
+
 #endif

@@ -135,6 +135,13 @@ const struct obx_setting obx_settings[] = {
     CHOICE("OUTBOX_LOG_LEVEL", log_level, P, "info", "debug|info|warn|error", "least level logged"),
     STR("OUTBOX_NAME", name, R | C, NULL, NULL,
         "replica name in logs and server views; default host-pid"),
+    STR("OUTBOX_FLEET_FILE", fleet_file, P, NULL, NULL,
+        "relay: serve every database listed in this file (NAME URL [schema=] [stream=] "
+        "[subject_prefix=]); unset: the one OUTBOX_DATABASE_URL"),
+    INT("OUTBOX_FLEET_DATABASE_IN_FLIGHT", fleet_database_in_flight, P, "256", 1, 65536,
+        "fleet: publish window of one database (at most OUTBOX_MAX_IN_FLIGHT)"),
+    INT("OUTBOX_FLEET_TRY_MS", fleet_try_ms, P, "2000", 50, 600000,
+        "fleet: how often a replica tries to take over a database it does not own"),
 };
 
 const size_t obx_settings_count = sizeof(obx_settings) / sizeof(obx_settings[0]);

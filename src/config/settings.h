@@ -35,6 +35,7 @@ struct obx_config {
     unsigned parts; /* enum obx_parts: the keys this object takes */
     char *database_url, *nats_url, *schema, *stream, *subject_prefix, *http_addr, *ce_source;
     char *nats_creds, *nats_tls_ca, *nats_tls_cert, *nats_tls_key, *name, *consumer_name;
+    char *fleet_file;
     int bus;        /* outbox_bus_kind */
     int relay_mode; /* outbox_relay_mode */
     int log_level;  /* outbox_log_level */
@@ -43,6 +44,7 @@ struct obx_config {
     long long max_lease_expiries, retention_hours, ledger_retention_days, drain_timeout_seconds;
     long long stream_max_age_seconds, stream_max_bytes, stream_replicas, duplicate_window_seconds;
     long long max_envelope_bytes, ack_wait_seconds, max_deliver, handler_timeout_seconds;
+    long long fleet_database_in_flight, fleet_try_ms;
 };
 
 enum obx_setting_type { OBX_SETTING_STR, OBX_SETTING_INT, OBX_SETTING_CHOICE };

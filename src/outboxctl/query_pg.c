@@ -200,13 +200,5 @@ obx_ctl_query_lease(PGconn *conn, const char *schema, const struct obx_ctl_stmt 
 outbox_status
 obx_ctl_exec(PGconn *conn, const char *sql, outbox_error *err)
 {
-    PGresult *res = PQexec(conn, sql);
-    ExecStatusType st = PQresultStatus(res);
-    outbox_status status = OUTBOX_OK;
-
-    if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
-        status = obx_fail_pg(err, conn, res, sql);
-    }
-    PQclear(res);
-    return status;
+    return obx_pg_exec(conn, sql, sql, err);
 }

@@ -17,6 +17,9 @@ outbox_config *obx_cmd_worker_config(outbox_config_kind kind, const struct obx_c
                                      outbox_error *err);
 
 int obx_cmd_relay(const struct obx_config *cfg);
+
+/* `outboxd relay` with OUTBOX_FLEET_FILE set: every database of the file (fleet_cmd.c). */
+int obx_cmd_fleet(const struct obx_config *cfg);
 int obx_cmd_consume(const struct obx_config *cfg, int argc, char **argv);
 
 #endif

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "fleet/fleet.h"
 #include "outbox/worker.h"
 
 #include "common/banned.h" /* last: poisons unsafe functions */
@@ -37,14 +38,17 @@ write_line(void *ctx, outbox_log_level level, const char *line)
     struct timespec now;
     struct tm tm;
     char stamp[40];
+    /* A fleet's threads serve one database each: every line they write names it. */
+    const char *database = obx_fleet_thread_database();
+    int label = database != NULL && strstr(line, " database=") == NULL;
 
     (void)ctx;
     clock_gettime(CLOCK_REALTIME, &now);
     gmtime_r(&now.tv_sec, &tm);
     strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%S", &tm);
     pthread_mutex_lock(&write_lock);
-    fprintf(stderr, "%s.%03ldZ level=%s %s\n", stamp, now.tv_nsec / 1000000, level_name(level),
-            line);
+    fprintf(stderr, "%s.%03ldZ level=%s %s%s%s\n", stamp, now.tv_nsec / 1000000, level_name(level),
+            line, label ? " database=" : "", label ? database : "");
     fflush(stderr);
     pthread_mutex_unlock(&write_lock);
 }

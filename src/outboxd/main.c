@@ -21,7 +21,8 @@ usage(FILE *out)
     fputs("usage: outboxd <command> [--setting value ...]\n"
           "\n"
           "commands:\n"
-          "  relay     publish the outbox to NATS (run as many replicas as you like)\n"
+          "  relay     publish the outbox to NATS (run as many replicas as you like); with\n"
+          "            OUTBOX_FLEET_FILE, every database the file lists (README \"Fleet\")\n"
           "  consume   run declared handlers once per event (repeat --handler):\n"
           "            --handler 'NAME[@SUBJECT_FILTER]=sql:STATEMENT'  ($1 = envelope jsonb,\n"
           "                       in the ledger transaction: exactly-once database effects)\n"
@@ -48,7 +49,8 @@ run_command(struct obx_config *cfg, int rest, char **argv)
         return obx_cmd_consume(cfg, rest - 1, argv + 2);
     }
     if (strcmp(argv[1], "relay") == 0 && rest == 1) {
-        return obx_cmd_relay(cfg);
+        return cfg->fleet_file != NULL && cfg->fleet_file[0] != '\0' ? obx_cmd_fleet(cfg)
+                                                                     : obx_cmd_relay(cfg);
     }
     fprintf(stderr, "outboxd: unknown command or argument \"%s\" (see outboxd --help)\n",
             rest > 1 ? argv[2] : argv[1]);

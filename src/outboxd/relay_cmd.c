@@ -8,6 +8,7 @@
 #include "commands.h"
 #include "outbox/worker.h"
 #include "outboxd/service/metrics.h"
+#include "relay_metrics.h"
 #include "test_hooks.h"
 
 #include "common/banned.h" /* last: poisons unsafe functions */
@@ -26,7 +27,7 @@ stop_relay(void *ctx)
     outbox_relay_stop(ctx);
 }
 
-static const struct obx_metric_def relay_counters[] = {
+const struct obx_metric_def obx_relay_counters[] = {
     {OUTBOX_RELAY_LEASED, "leased", "rows leased"},
     {OUTBOX_RELAY_PUBLISHED, "published", "rows acked by the broker and finished"},
     {OUTBOX_RELAY_DUPLICATES, "duplicates", "published rows the broker already had (deduplicated)"},
@@ -36,9 +37,11 @@ static const struct obx_metric_def relay_counters[] = {
     {OUTBOX_RELAY_RELEASED, "released", "rows handed back after a transport failure"},
     {OUTBOX_RELAY_LOST, "lost", "finishes refused because the lease had moved on"},
     {OUTBOX_RELAY_BATCHES, "batches", "lease batches published"},
+    {OUTBOX_RELAY_LEASE_EXPIRIES, "lease_expiries",
+     "rows taken over after their lease ran out with no outcome (a relay died or stalled)"},
 };
 
-static const struct obx_metric_def relay_gauges[] = {
+const struct obx_metric_def obx_relay_gauges[] = {
     {OUTBOX_RELAY_OLDEST_DUE_SECONDS, "outbox_relay_oldest_due_age_seconds",
      "age of the oldest row due now (a backlog's wait)"},
     {OUTBOX_RELAY_TABLE_DEAD_TUPLES, "outbox_relay_table_dead_tuples",
@@ -47,9 +50,13 @@ static const struct obx_metric_def relay_gauges[] = {
      "last vacuum or autovacuum of the outbox table, Unix time (0: none known)"},
     {OUTBOX_RELAY_INDEX_ENTRIES_PER_LEASE, "outbox_relay_claim_index_entries_per_lease",
      "claim-index entries a lease read, between the last two samples"},
+    {OUTBOX_RELAY_ROWS_SCANNED_PER_LEASE, "outbox_relay_rows_scanned_per_lease",
+     "table rows a lease read (leased or stepped over), between the last two samples"},
+    {OUTBOX_RELAY_XMIN_HORIZON_AGE_SECONDS, "outbox_relay_xmin_horizon_age_seconds",
+     "age of the oldest transaction holding back vacuum's xmin horizon (alert over 300)"},
 };
 
-static const struct obx_metric_def relay_histograms[] = {
+const struct obx_metric_def obx_relay_histograms[] = {
     {OUTBOX_RELAY_LEASE_SECONDS, "outbox_relay_lease_duration_seconds",
      "one lease statement, sent to answered"},
     {OUTBOX_RELAY_FINISH_SECONDS, "outbox_relay_finish_duration_seconds",
@@ -57,6 +64,11 @@ static const struct obx_metric_def relay_histograms[] = {
     {OUTBOX_RELAY_PUBLISH_SECONDS, "outbox_relay_publish_duration_seconds",
      "one batch, first publish to last ack"},
 };
+
+const size_t obx_relay_counter_count = sizeof(obx_relay_counters) / sizeof(obx_relay_counters[0]);
+const size_t obx_relay_gauge_count = sizeof(obx_relay_gauges) / sizeof(obx_relay_gauges[0]);
+const size_t obx_relay_histogram_count =
+    sizeof(obx_relay_histograms) / sizeof(obx_relay_histograms[0]);
 
 static unsigned long long
 relay_value(void *ctx, int id)
@@ -103,9 +115,12 @@ obx_cmd_relay(const struct obx_config *cfg)
     static struct relay_extra extra;
     struct obx_http_handlers handlers;
     outbox_error err = {0};
-    outbox_config *rc = obx_cmd_worker_config(OUTBOX_CONFIG_RELAY, cfg, &err);
-    outbox_status st = rc != NULL ? outbox_relay_new(rc, &relay, &err) : OUTBOX_ENOMEM;
+    outbox_config *rc;
+    outbox_status st;
     int code;
+
+    rc = obx_cmd_worker_config(OUTBOX_CONFIG_RELAY, cfg, &err);
+    st = rc != NULL ? outbox_relay_new(rc, &relay, &err) : OUTBOX_ENOMEM;
 
     outbox_config_free(rc);
     if (st != OUTBOX_OK) {
@@ -115,21 +130,20 @@ obx_cmd_relay(const struct obx_config *cfg)
     obx_test_hooks_apply_relay(relay);
     extra = (struct relay_extra){.relay = relay,
                                  .duplicate_window_seconds = cfg->duplicate_window_seconds};
-    view = (struct obx_worker_view){
-        .prefix = "relay",
-        .counters = relay_counters,
-        .counter_count = sizeof(relay_counters) / sizeof(relay_counters[0]),
-        .gauges = relay_gauges,
-        .gauge_count = sizeof(relay_gauges) / sizeof(relay_gauges[0]),
-        .histograms = relay_histograms,
-        .histogram_count = sizeof(relay_histograms) / sizeof(relay_histograms[0]),
-        .database_up = OUTBOX_RELAY_DATABASE_UP,
-        .broker_up = OUTBOX_RELAY_BROKER_UP,
-        .read = relay_value,
-        .read_histogram = relay_histogram,
-        .extra = relay_extra_metrics,
-        .extra_ctx = &extra,
-        .ctx = relay};
+    view = (struct obx_worker_view){.prefix = "relay",
+                                    .counters = obx_relay_counters,
+                                    .counter_count = obx_relay_counter_count,
+                                    .gauges = obx_relay_gauges,
+                                    .gauge_count = obx_relay_gauge_count,
+                                    .histograms = obx_relay_histograms,
+                                    .histogram_count = obx_relay_histogram_count,
+                                    .database_up = OUTBOX_RELAY_DATABASE_UP,
+                                    .broker_up = OUTBOX_RELAY_BROKER_UP,
+                                    .read = relay_value,
+                                    .read_histogram = relay_histogram,
+                                    .extra = relay_extra_metrics,
+                                    .extra_ctx = &extra,
+                                    .ctx = relay};
     handlers = obx_worker_view_handlers(&view);
     code = obx_serve(&(struct obx_daemon_job){.ctx = relay,
                                               .run = run_relay,

@@ -45,6 +45,8 @@ struct obx_lease {
     char token[37];  /* the batch's lease token */
     size_t count;    /* rows leased (to publish) */
     int quarantined; /* rows set dead by this call: leases ran out too often */
+    int taken_over;  /* rows whose lease had run out (another holder died or stalled),
+                      * leased again or quarantined by this call */
 };
 
 /*
@@ -57,6 +59,16 @@ struct obx_lease {
 outbox_status obx_store_lease(struct obx_store *store, int limit, int lease_seconds,
                               int max_lease_expiries, struct obx_lease *out, outbox_error *err);
 void obx_lease_fini(struct obx_lease *lease);
+
+/*
+ * The plan of obx_store_lease(store, limit, ...) in this store's session,
+ * its planner settings included: EXPLAIN (FORMAT JSON) text, malloc'ed into
+ * `*json`. With `analyze` the lease really runs, with actual row counts and
+ * buffers in the plan, inside a transaction that is rolled back: nothing
+ * stays leased. For tests and diagnosis; the relay never calls it.
+ */
+outbox_status obx_store_lease_plan(struct obx_store *store, int limit, int analyze, char **json,
+                                   outbox_error *err);
 
 /* Row accessors; `i` < lease->count. Borrowed until obx_lease_fini(). */
 const char *obx_lease_id(const struct obx_lease *lease, size_t i);
@@ -130,7 +142,9 @@ struct obx_store_health {
     long long last_vacuum_unix;     /* last vacuum or autovacuum, Unix seconds */
     long long claim_index_reads;    /* entries read from the claim index, ever */
     long long claim_index_scans;    /* scans of it, ever */
+    long long claim_index_fetches;  /* live table rows those scans fetched, ever */
     long long dead_letters;         /* the relay's own, not requeued */
+    long long horizon_age_s;        /* oldest xmin holder: session or prepared transaction */
 };
 
 /* One sample (outbox_health.sql). */

@@ -29,7 +29,15 @@
 #define REASON_MAX_BYTES 1024
 
 /* Column order of lease_batch.sql. */
-enum { LEASE_ID, LEASE_ENVELOPE, LEASE_ATTEMPTS, LEASE_TOKEN, LEASE_QUARANTINED, LEASE_EXPIRIES };
+enum {
+    LEASE_ID,
+    LEASE_ENVELOPE,
+    LEASE_ATTEMPTS,
+    LEASE_TOKEN,
+    LEASE_QUARANTINED,
+    LEASE_EXPIRIES,
+    LEASE_TAKEN_OVER
+};
 
 /* Per-row release delays beyond this are cut: ten years is "never" in practice, and
  * a larger one would overflow the interval and fail the whole batch's finish. */
@@ -50,6 +58,9 @@ lease_take(struct obx_lease *out, PGresult *res)
                 "event quarantined after repeated lease expiries event_id=%s "
                 "reason=lease_expired_without_outcome",
                 PQgetvalue(res, i, LEASE_ID));
+    }
+    for (int i = 0; i < rows; i++) {
+        out->taken_over += strcmp(PQgetvalue(res, i, LEASE_TAKEN_OVER), "t") == 0;
     }
     out->rows = res;
     out->count = (size_t)count;

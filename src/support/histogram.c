@@ -11,7 +11,8 @@
 #include "common/banned.h" /* last: poisons unsafe functions */
 
 const double obx_histogram_bounds[OBX_HISTOGRAM_BUCKETS] = {
-    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, INFINITY,
+    0.0005, 0.001, 0.0025, 0.005, 0.0075, 0.01, 0.015, 0.02,     0.025,
+    0.05,   0.1,   0.25,   0.5,   1,      2.5,  5,     INFINITY,
 };
 
 void

@@ -11,7 +11,7 @@
 #include <stddef.h>
 
 /* 0.5 ms to 5 s, then +Inf: lease and finish round trips sit near the bottom. */
-enum { OBX_HISTOGRAM_BUCKETS = 14 };
+enum { OBX_HISTOGRAM_BUCKETS = 17 };
 
 extern const double obx_histogram_bounds[OBX_HISTOGRAM_BUCKETS];
 

@@ -31,20 +31,6 @@
  */
 #define MIGRATE_SETTINGS "SET LOCAL lock_timeout = '60s'; SET LOCAL client_min_messages = warning"
 
-static outbox_status
-exec_simple(PGconn *conn, const char *sql, const char *doing, outbox_error *err)
-{
-    PGresult *res = PQexec(conn, sql);
-    ExecStatusType st = PQresultStatus(res);
-    outbox_status status = OUTBOX_OK;
-
-    if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
-        status = obx_fail_pg(err, conn, res, doing);
-    }
-    PQclear(res);
-    return status;
-}
-
 /* Renders `sql_template` for the schema and runs it. */
 static outbox_status
 exec_rendered(PGconn *conn, const char *sql_template, const char *quoted, const char *doing,
@@ -56,7 +42,7 @@ exec_rendered(PGconn *conn, const char *sql_template, const char *quoted, const 
     if (sql == NULL) {
         return obx_fail(err, OUTBOX_ENOMEM, "%s: out of memory", doing);
     }
-    status = exec_simple(conn, sql, doing, err);
+    status = obx_pg_exec(conn, sql, doing, err);
     free(sql);
     return status;
 }
@@ -70,7 +56,7 @@ lock_and_prepare(PGconn *conn, const char *schema, const char *quoted, outbox_er
     char create_schema[128];
     outbox_status status;
 
-    status = exec_simple(conn, MIGRATE_SETTINGS, "migrate: settings", err);
+    status = obx_pg_exec(conn, MIGRATE_SETTINGS, "migrate: settings", err);
     if (status != OUTBOX_OK) {
         return status;
     }
@@ -86,7 +72,7 @@ lock_and_prepare(PGconn *conn, const char *schema, const char *quoted, outbox_er
     /* `quoted` ends in a dot; CREATE SCHEMA wants the bare quoted name. */
     snprintf(create_schema, sizeof(create_schema), "CREATE SCHEMA IF NOT EXISTS %.*s",
              (int)strlen(quoted) - 1, quoted);
-    status = exec_simple(conn, create_schema, "migrate: create schema", err);
+    status = obx_pg_exec(conn, create_schema, "migrate: create schema", err);
     if (status != OUTBOX_OK) {
         return status;
     }
@@ -154,7 +140,7 @@ apply_one(PGconn *conn, const char *schema, const char *quoted, const struct obx
 {
     char doing[96];
     int done = 0;
-    outbox_status status = exec_simple(conn, "BEGIN", "migrate: begin", err);
+    outbox_status status = obx_pg_exec(conn, "BEGIN", "migrate: begin", err);
 
     if (status == OUTBOX_OK) {
         status = lock_and_prepare(conn, schema, quoted, err);
@@ -170,7 +156,7 @@ apply_one(PGconn *conn, const char *schema, const char *quoted, const struct obx
         }
     }
     if (status == OUTBOX_OK) {
-        status = exec_simple(conn, "COMMIT", "migrate: commit", err);
+        status = obx_pg_exec(conn, "COMMIT", "migrate: commit", err);
         *applied += status == OUTBOX_OK && !done;
     } else {
         PQclear(PQexec(conn, "ROLLBACK"));

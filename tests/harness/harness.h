@@ -228,6 +228,12 @@ struct harness_proxy {
 /* Starts forwarding 127.0.0.1:<free port> to 127.0.0.1:target_port; returns the port. */
 int harness_proxy_start(struct harness_proxy *px, int target_port);
 
+/* Same, appending every byte clients send to `dump_path` (a protocol capture). */
+int harness_proxy_start_dumping(struct harness_proxy *px, int target_port, const char *dump_path);
+
+/* Connections the proxy accepted so far (each a client's connect attempt). */
+int harness_proxy_connections(const struct harness_proxy *px);
+
 /*
  * SIGSTOPs socat and its connection children: established connections and
  * new ones hang (TCP handshakes still complete in the kernel's backlog).

@@ -38,16 +38,27 @@ wait_listening(struct harness_proxy *px)
     return 1;
 }
 
-int
-harness_proxy_start(struct harness_proxy *px, int target_port)
+/*
+ * socat -d -d logs each accepted connection (harness_proxy_connections()
+ * counts them); `dump_path`, if not NULL, receives every byte the clients
+ * send (socat -r), appended in arrival order.
+ */
+static int
+proxy_start(struct harness_proxy *px, int target_port, const char *dump_path)
 {
     char listen_spec[96];
     char target_spec[64];
-    char *argv[] = {"socat", listen_spec, target_spec, NULL};
+    char *argv[] = {"socat", "-d", "-d", listen_spec, target_spec, NULL, NULL, NULL};
 
     memset(px, 0, sizeof(*px));
     px->target_port = target_port;
     snprintf(target_spec, sizeof(target_spec), "TCP:127.0.0.1:%d", target_port);
+    if (dump_path != NULL) {
+        argv[3] = "-r";
+        argv[4] = (char *)dump_path;
+        argv[5] = listen_spec;
+        argv[6] = target_spec;
+    }
     /* The free port may be taken before socat binds it: try a few. */
     for (int attempt = 0; attempt < 5; attempt++) {
         px->port = obx_dev_free_port();
@@ -63,6 +74,32 @@ harness_proxy_start(struct harness_proxy *px, int target_port)
     cr_assert_fail("harness_proxy_start: socat did not listen; its log ends with:\n%s",
                    obx_dev_file_tail(px->proc.log_path, 1500));
     return -1;
+}
+
+int
+harness_proxy_start(struct harness_proxy *px, int target_port)
+{
+    return proxy_start(px, target_port, NULL);
+}
+
+int
+harness_proxy_start_dumping(struct harness_proxy *px, int target_port, const char *dump_path)
+{
+    return proxy_start(px, target_port, dump_path);
+}
+
+int
+harness_proxy_connections(const struct harness_proxy *px)
+{
+    char *log = harness_proc_log(&px->proc);
+    int n = 0;
+
+    /* The readiness probe (wait_listening) connected once before the clients did. */
+    for (const char *p = log; (p = strstr(p, "accepting connection from")) != NULL; p++) {
+        n++;
+    }
+    free(log);
+    return n > 0 ? n - 1 : 0;
 }
 
 void

@@ -6,6 +6,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include <criterion/criterion.h>
@@ -37,6 +38,14 @@ chaos_end(PGconn **conn)
 {
     PQfinish(*conn);
     *conn = NULL;
+}
+
+int
+chaos_soak(void)
+{
+    const char *v = getenv("OUTBOX_TEST_SOAK");
+
+    return v != NULL && strcmp(v, "1") == 0;
 }
 
 int

@@ -18,6 +18,9 @@
 PGconn *chaos_begin(void (*prepare)(PGconn *conn), int exclusive);
 void chaos_end(PGconn **conn);
 
+/* 1 when the test runs in its long form (OUTBOX_TEST_SOAK=1, ctest label soak). */
+int chaos_soak(void);
+
 /* A random number of milliseconds in [lo, hi], from the logged seed. */
 int chaos_random_ms(int lo, int hi);
 

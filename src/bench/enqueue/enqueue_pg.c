@@ -9,7 +9,9 @@
  * overhead on the business transaction. Batch: 100 rows per transaction,
  * a raw multi-row INSERT against outbox_enqueue_batch().
  * The raw table has the outbox's columns, defaults and indexes but none of
- * its row rules: the difference is what pgoutbox adds.
+ * its row rules: the difference is what pgoutbox adds. The SQL writer's
+ * cases and their raw baselines are in enqueue_sql_pg.c; all cases run
+ * interleaved, and `--case NAME` runs one case with its baseline.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,12 +19,13 @@
 #include <uuid/uuid.h>
 
 #include "bench/bench.h"
+#include "bench/enqueue/enqueue_sql.h"
 #include "common/buf.h"
 #include "outbox/outbox.h"
 
 #include "common/banned.h" /* last: poisons unsafe functions */
 
-enum { BATCH = 100, CASES = 5 };
+enum { BATCH = 100, C_CASES = 5, CASES = C_CASES + OBX_BENCH_SQL_CASES };
 
 static const char business_row[] =
     "INSERT INTO bench_business (id, body) VALUES (gen_random_uuid(), repeat('x', 400))";
@@ -115,6 +118,9 @@ run_once(struct bench_state *s, int which)
     outbox_error err;
     int events = 0;
 
+    if (which >= C_CASES) {
+        return obx_bench_sql_run(s->conn, (enum obx_bench_sql_case)(which - C_CASES));
+    }
     obx_bench_exec(s->conn, "BEGIN");
     switch (which) {
     case 0: /* business_only */
@@ -151,41 +157,132 @@ run_once(struct bench_state *s, int which)
     return events;
 }
 
-/* Transactions per second of case `which` over `seconds`, and events per second. */
+/* What one case did in one round, summed over its slices. */
+struct tally {
+    long tx, events;
+    double seconds;
+};
+
+/* Runs case `which` for about `seconds`, adding to `t`. */
 static void
-measure(struct bench_state *s, int which, double seconds, double *tx_per_s, double *ev_per_s)
+run_slice(struct bench_state *s, int which, double seconds, struct tally *t)
 {
     double start = obx_bench_now(), elapsed;
-    long tx = 0, events = 0;
 
     do {
-        events += run_once(s, which);
-        tx++;
+        t->events += run_once(s, which);
+        t->tx++;
         elapsed = obx_bench_now() - start;
     } while (elapsed < seconds);
-    *tx_per_s = (double)tx / elapsed;
-    *ev_per_s = (double)events / elapsed;
+    t->seconds += elapsed;
 }
 
-static const char *const case_names[CASES] = {
-    "business_only", "raw_insert_single", "enqueue_single", "raw_insert_batch", "enqueue_batch"};
+/*
+ * One round: every selected case for `seconds`, in slices of 1/SLICES_PER_S s taken
+ * in turn, so the commit latency of a shared disk, which swings from one
+ * second to the next, falls on every case alike.
+ */
+enum { SLICES_PER_S = 4 };
 
 static void
-emit_results(double tx[CASES], double ev[CASES], const struct obx_bench_env *env)
+run_round(struct bench_state *s, const int run[], double seconds, double tx[], double ev[])
+{
+    struct tally t[CASES] = {{0}};
+    int slices = (int)(seconds * SLICES_PER_S + 0.5);
+
+    slices = slices < 1 ? 1 : slices;
+    for (int i = 0; i < slices; i++) {
+        for (int c = 0; c < CASES; c++) {
+            if (run[c]) {
+                run_slice(s, c, seconds / slices, &t[c]);
+            }
+        }
+    }
+    for (int c = 0; c < CASES; c++) {
+        tx[c] = t[c].seconds > 0 ? (double)t[c].tx / t[c].seconds : 0;
+        ev[c] = t[c].seconds > 0 ? (double)t[c].events / t[c].seconds : 0;
+    }
+}
+
+/* Every case: its name, events per transaction, the raw case it is compared with, and for
+ * enqueue_sql_batch the floor of one statement per event. */
+static const struct {
+    const char *name;
+    int batch;
+    int baseline; /* -1: it is a baseline */
+    int floor;    /* -1: none */
+} cases[CASES] = {
+    {"business_only", 1, -1, -1},
+    {"raw_insert_single", 1, -1, -1},
+    {"enqueue_single", 1, 1, -1},
+    {"raw_insert_batch", BATCH, -1, -1},
+    {"enqueue_batch", BATCH, 3, -1},
+    {"raw_insert_one", 1, -1, -1},
+    {"enqueue_sql_single", 1, C_CASES + OBX_BENCH_RAW_INSERT_ONE, -1},
+    {"raw_insert_select", OBX_BENCH_SQL_BATCH_SIZE, -1, -1},
+    {"raw_call_batch", OBX_BENCH_SQL_BATCH_SIZE, -1, -1},
+    {"enqueue_sql_batch", OBX_BENCH_SQL_BATCH_SIZE, C_CASES + OBX_BENCH_RAW_INSERT_SELECT,
+     C_CASES + OBX_BENCH_RAW_CALL_BATCH},
+    {"enqueue_sql_many", OBX_BENCH_SQL_BATCH_SIZE, C_CASES + OBX_BENCH_RAW_INSERT_SELECT, -1},
+};
+
+/* The cases `--case` asks for: that case, its baseline, and business_only for the C single. */
+static void
+select_cases(const char *only, int run[CASES])
+{
+    int found = 0;
+
+    for (int c = 0; c < CASES; c++) {
+        run[c] = only == NULL;
+    }
+    for (int c = 0; only != NULL && c < CASES; c++) {
+        if (strcmp(cases[c].name, only) == 0) {
+            found = 1;
+            run[c] = 1;
+            if (cases[c].baseline >= 0) {
+                run[cases[c].baseline] = 1;
+            }
+            if (cases[c].floor >= 0) {
+                run[cases[c].floor] = 1;
+            }
+            if (c == 1 || c == 2) {
+                run[0] = 1;
+            }
+        }
+    }
+    if (only != NULL && !found) {
+        fprintf(stderr, "outbox-bench: --case: no enqueue case named \"%s\"\n", only);
+        exit(2);
+    }
+}
+
+static void
+emit_results(double tx[CASES], double ev[CASES], const int run[CASES],
+             const struct obx_bench_env *env)
 {
     for (int c = 1; c < CASES; c++) {
-        json_t *line =
-            json_pack("{s:s, s:s, s:f, s:i, s:i, s:i, s:f}", "bench", "enqueue", "case",
-                      case_names[c], "events_per_s", ev[c], "batch", c >= 3 ? BATCH : 1, "clients",
-                      1, "rounds", env->rounds, "seconds_per_round", env->seconds);
+        json_t *line;
 
-        if (c < 3) {
+        if (!run[c]) {
+            continue;
+        }
+        /* settings: what differs from the defaults of pgoutbox and PostgreSQL (nothing). */
+        line = json_pack("{s:s, s:s, s:f, s:f, s:i, s:i, s:i, s:f, s:{}}", "bench", "enqueue",
+                         "case", cases[c].name, "events_per_s", ev[c], "tx_per_s", tx[c], "batch",
+                         cases[c].batch, "clients", 1, "rounds", env->rounds, "seconds_per_round",
+                         env->seconds, "settings");
+        if ((c == 1 || c == 2) && run[0]) {
             /* Time added to the business transaction, against that transaction alone. */
             json_object_set_new(line, "business_only_tx_per_s", json_real(tx[0]));
             json_object_set_new(line, "overhead_pct", json_real((tx[0] / tx[c] - 1.0) * 100.0));
         }
-        if (c == 2 || c == 4) {
-            json_object_set_new(line, "ratio_to_raw", json_real(ev[c] / ev[c - 1]));
+        if (cases[c].baseline >= 0) {
+            json_object_set_new(line, "baseline", json_string(cases[cases[c].baseline].name));
+            json_object_set_new(line, "ratio_to_raw", json_real(ev[c] / ev[cases[c].baseline]));
+        }
+        if (cases[c].floor >= 0 && run[cases[c].floor]) {
+            json_object_set_new(line, "floor", json_string(cases[cases[c].floor].name));
+            json_object_set_new(line, "ratio_to_floor", json_real(ev[c] / ev[cases[c].floor]));
         }
         obx_bench_emit(line);
     }
@@ -195,26 +292,29 @@ int
 obx_bench_enqueue(const struct obx_bench_env *env)
 {
     struct bench_state s = {0};
-    double tx[CASES][OBX_BENCH_MAX_ROUNDS], ev[CASES][OBX_BENCH_MAX_ROUNDS];
-    double tx_med[CASES], ev_med[CASES];
+    double tx[CASES][OBX_BENCH_MAX_ROUNDS] = {{0}}, ev[CASES][OBX_BENCH_MAX_ROUNDS] = {{0}};
+    double tx_med[CASES] = {0}, ev_med[CASES] = {0}, round_tx[CASES], round_ev[CASES];
     int rounds = env->rounds; /* 1..OBX_BENCH_MAX_ROUNDS, checked by main */
+    int run[CASES];
 
+    select_cases(env->only_case, run);
     s.conn = obx_bench_connect(env);
     setup(s.conn);
-    for (int c = 0; c < CASES; c++) {
-        measure(&s, c, env->seconds / 4, &tx[c][0], &ev[c][0]); /* warm-up */
-    }
+    obx_bench_sql_prepare(s.conn);
+    run_round(&s, run, env->seconds / 4, round_tx, round_ev); /* warm-up */
     /* Interleaved rounds, so drift of a shared machine hits every case alike. */
     for (int r = 0; r < rounds; r++) {
+        run_round(&s, run, env->seconds, round_tx, round_ev);
         for (int c = 0; c < CASES; c++) {
-            measure(&s, c, env->seconds, &tx[c][r], &ev[c][r]);
+            tx[c][r] = round_tx[c];
+            ev[c][r] = round_ev[c];
         }
     }
     for (int c = 0; c < CASES; c++) {
         tx_med[c] = obx_bench_median(tx[c], rounds);
         ev_med[c] = obx_bench_median(ev[c], rounds);
     }
-    emit_results(tx_med, ev_med, env);
+    emit_results(tx_med, ev_med, run, env);
     obx_bench_exec(s.conn, "DROP TABLE bench_business, bench_raw_events");
     obx_bench_exec(s.conn, "TRUNCATE outbox.events");
     PQfinish(s.conn);

@@ -17,6 +17,7 @@
 #include "audit/stream_audit.h"
 #include "bench/bench.h"
 #include "bus/raw_publish.h"
+#include "config/config.h"
 #include "outbox/worker.h"
 
 #include "common/banned.h" /* last: poisons unsafe functions */
@@ -86,15 +87,40 @@ published_body_bytes(PGconn *conn)
     return n > 0 ? (size_t)n : 470;
 }
 
+/* The tuning settings a case runs with that differ from the daemon's defaults. */
+static json_t *
+changed_settings(int batch, int prune)
+{
+    outbox_config *defaults = outbox_config_new(OUTBOX_CONFIG_RELAY);
+    json_t *changed = json_object();
+
+    if (defaults == NULL || changed == NULL) {
+        fprintf(stderr, "outbox-bench: out of memory\n");
+        exit(1);
+    }
+    if (batch != defaults->values.batch_size) {
+        json_object_set_new(changed, "batch_size", json_integer(batch));
+    }
+    if (WINDOW != defaults->values.max_in_flight) {
+        json_object_set_new(changed, "max_in_flight", json_integer(WINDOW));
+    }
+    if (prune) {
+        json_object_set_new(changed, "relay_mode", json_string("prune"));
+    }
+    outbox_config_free(defaults);
+    return changed;
+}
+
 static void
 emit_case(const struct obx_bench_relay_case *c, double rate, double raw, long long stream_msgs)
 {
     obx_bench_emit(json_pack(
-        "{s:s, s:s, s:s, s:i, s:i, s:I, s:f, s:f, s:I, s:I, s:f, s:I, s:b}", "bench", "relay",
-        "case", "relay", "mode", c->prune ? "prune" : "mark", "replicas", c->replicas, "batch",
-        c->batch, "events", (json_int_t)c->events, "events_per_s", rate, "ratio_to_raw", rate / raw,
-        "stream_msgs", (json_int_t)stream_msgs, "duplicates_acked", (json_int_t)c->duplicates,
-        "seconds", c->seconds, "finished", (json_int_t)c->finished, "complete", c->complete));
+        "{s:s, s:s, s:o, s:s, s:i, s:i, s:I, s:f, s:f, s:I, s:I, s:f, s:I, s:b}", "bench", "relay",
+        "case", "relay", "settings", changed_settings(c->batch, c->prune), "mode",
+        c->prune ? "prune" : "mark", "replicas", c->replicas, "batch", c->batch, "events",
+        (json_int_t)c->events, "events_per_s", rate, "ratio_to_raw", rate / raw, "stream_msgs",
+        (json_int_t)stream_msgs, "duplicates_acked", (json_int_t)c->duplicates, "seconds",
+        c->seconds, "finished", (json_int_t)c->finished, "complete", c->complete));
 }
 
 /* One relay case on a fresh stream and a freshly loaded outbox; returns its rate. */
@@ -116,17 +142,16 @@ measure_case(const struct obx_bench_env *env, PGconn *conn, struct obx_bench_rel
     return rate;
 }
 
-int
-obx_bench_relay(const struct obx_bench_env *env)
+/* The rate cases: 1, 2 and 4 replicas in both modes, between two raw baselines. */
+static void
+rate_cases(const struct obx_bench_env *env, PGconn *conn)
 {
     enum { REPLICA_CASES = 3, CASES = 2 * REPLICA_CASES };
     static const int replicas[REPLICA_CASES] = {1, 2, 4};
     struct obx_bench_relay_case cases[CASES];
     double rates[CASES];
     long long stream_msgs[CASES];
-    PGconn *conn = obx_bench_connect(env);
-    double raw_before, raw_after, raw, best = 0, p50, p99;
-    long long samples;
+    double raw_before, raw_after, raw, best = 0;
     size_t body;
 
     obx_bench_preload(conn, 1);
@@ -152,12 +177,32 @@ obx_bench_relay(const struct obx_bench_env *env)
                              "case", "raw_publish", "events_per_s", raw, "before", raw_before,
                              "after", raw_after, "events", (json_int_t)env->events, "body_bytes",
                              (json_int_t)body, "window", WINDOW, "best_relay_ratio", best / raw));
-    if (obx_bench_relay_latency(env, 1000, env->seconds * 3, &p50, &p99, &samples) == 0) {
-        obx_bench_emit(json_pack("{s:s, s:s, s:i, s:f, s:f, s:I, s:i}", "bench", "relay", "case",
-                                 "latency", "rate", 1000, "p50_ms", p50, "p99_ms", p99, "samples",
+}
+
+static int
+wanted(const struct obx_bench_env *env, const char *name)
+{
+    return env->only_case == NULL || strcmp(env->only_case, name) == 0;
+}
+
+int
+obx_bench_relay(const struct obx_bench_env *env)
+{
+    PGconn *conn = obx_bench_connect(env);
+    double p50, p99;
+    long long samples;
+
+    if (wanted(env, "rate")) {
+        rate_cases(env, conn);
+    }
+    if (wanted(env, "latency") &&
+        obx_bench_relay_latency(env, 1000, env->seconds * 3, &p50, &p99, &samples) == 0) {
+        obx_bench_emit(json_pack("{s:s, s:s, s:o, s:i, s:f, s:f, s:I, s:i}", "bench", "relay",
+                                 "case", "latency", "settings", changed_settings(env->batch, 0),
+                                 "rate", 1000, "p50_ms", p50, "p99_ms", p99, "samples",
                                  (json_int_t)samples, "replicas", 1));
     }
     obx_bench_exec(conn, "TRUNCATE outbox.events");
     obx_bench_close(conn);
-    return obx_bench_sustained(env);
+    return wanted(env, "sustained") ? obx_bench_sustained(env) : 0;
 }

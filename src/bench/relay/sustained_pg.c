@@ -1,30 +1,108 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * sustained_pg.c - relays and busy writers sharing the machine: writers
- * commit 10,000 events/s (100 per transaction) for 30 s while two relays
- * publish. Reports the backlog when the writers stop, in seconds of
- * production, and how long the relays then take to drain it. Dead tuples
- * from leasing and finishing are what sink a PostgreSQL queue here.
+ * sustained_pg.c - what users run: two relays at the daemon's defaults
+ * and busy writers sharing the machine, on a freshly migrated database
+ * (no statistics, no vacuum yet) with PostgreSQL's default settings.
+ * Writers ask 10,000 events/s for 60 s, 100 events per transaction, through
+ * the C batch writer (--writer c) or 100 outbox.enqueue() calls (--writer
+ * sql). Every 250 ms the bench samples the backlog and the outbox's dead
+ * tuples; the relays' own histograms give the lease and finish latency.
+ * Dead tuples from leasing and finishing, and plans chosen without
+ * statistics, are what sink a PostgreSQL queue here.
  */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "audit/stream_audit.h"
 #include "bench/bench.h"
+#include "common/buf.h"
 #include "outbox/worker.h"
 
 #include "common/banned.h" /* last: poisons unsafe functions */
 
-enum { WRITERS = 4, RELAYS = 2, PER_TX = 100 };
+enum { WRITERS = 4, RELAYS = 2, PER_TX = 100, SAMPLE_MS = 250 };
+
+#define FRESH_DB "outbox_bench_sustained"
 
 struct writer {
-    const struct obx_bench_env *env;
+    const struct obx_bench_env *env; /* pointed at the fresh database */
+    int index;
+    int sql;           /* 1: outbox.enqueue() calls, 0: outbox_enqueue_batch() */
     double rate_per_s; /* this writer's share */
     double seconds;
+    long long max_tx;  /* transactions this writer may commit: its seq range */
+    double *commit_at; /* by transaction, obx_bench_now() when its COMMIT returned */
     long long written;
     pthread_t thread;
 };
+
+/* The bench's payload tagged with the event's number: {"seq":N,"stars":5,...}. */
+static void
+tagged_payload(char *out, size_t cap, long long seq)
+{
+    /* cap (1024) holds the ~330-byte payload and the tag with room to spare. */
+    snprintf(out, cap, "{\"seq\":%lld,%s", seq, obx_bench_payload + 1);
+}
+
+static long long
+first_seq(const struct writer *w, long long tx)
+{
+    return ((long long)w->index * w->max_tx + tx) * PER_TX;
+}
+
+/* One transaction of PER_TX outbox.enqueue() calls, one statement each, as a service sends. */
+static void
+write_sql_batch(PGconn *conn, long long seq)
+{
+    char payload[1024];
+    const char *params[] = {payload};
+
+    obx_bench_exec(conn, "BEGIN");
+    for (int i = 0; i < PER_TX; i++) {
+        PGresult *res;
+
+        tagged_payload(payload, sizeof(payload), seq + i);
+        res = PQexecParams(conn,
+                           "SELECT outbox.enqueue('movie', gen_random_uuid(), "
+                           "'review.logged', $1::jsonb)",
+                           1, NULL, params, NULL, NULL, 0);
+        if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+            fprintf(stderr, "outbox-bench: outbox.enqueue failed: %s", PQerrorMessage(conn));
+            exit(1);
+        }
+        PQclear(res);
+    }
+    obx_bench_exec(conn, "COMMIT");
+}
+
+/* One outbox_enqueue_batch() of PER_TX events in a transaction. */
+static void
+write_c_batch(PGconn *conn, long long seq)
+{
+    char payload[1024];
+    outbox_event *events[PER_TX];
+    outbox_error err;
+
+    for (int i = 0; i < PER_TX; i++) {
+        events[i] = obx_bench_event();
+        tagged_payload(payload, sizeof(payload), seq + i);
+        if (outbox_event_set_payload_json(events[i], payload, strlen(payload), &err) != OUTBOX_OK) {
+            fprintf(stderr, "outbox-bench: payload: %s\n", err.message);
+            exit(1);
+        }
+    }
+    obx_bench_exec(conn, "BEGIN");
+    if (outbox_enqueue_batch(conn, events, PER_TX, &err) != OUTBOX_OK) {
+        fprintf(stderr, "outbox-bench: enqueue failed: %s\n", err.message);
+        exit(1);
+    }
+    obx_bench_exec(conn, "COMMIT");
+    for (int i = 0; i < PER_TX; i++) {
+        outbox_event_free(events[i]);
+    }
+}
 
 static void *
 writer_main(void *arg)
@@ -33,84 +111,344 @@ writer_main(void *arg)
     PGconn *conn = obx_bench_connect(w->env);
     double start = obx_bench_now();
 
-    for (long long tx = 0;; tx++) {
+    for (long long tx = 0; tx < w->max_tx; tx++) {
         double due = (double)(tx * PER_TX) / w->rate_per_s;
 
-        if (due >= w->seconds) {
-            break;
+        if (due >= w->seconds || obx_bench_now() - start >= w->seconds) {
+            break; /* a writer behind its schedule stops on time too: its rate is what it reached */
         }
         obx_bench_pace(start, due);
-        obx_bench_write_batch(conn, PER_TX);
+        if (w->sql) {
+            write_sql_batch(conn, first_seq(w, tx));
+        } else {
+            write_c_batch(conn, first_seq(w, tx));
+        }
+        w->commit_at[tx] = obx_bench_now();
         w->written += PER_TX;
     }
     PQfinish(conn);
     return NULL;
 }
 
+/* `conninfo` with its database replaced by `dbname`, as a key=value string (malloc'ed). */
+static char *
+conninfo_for(const char *conninfo, const char *dbname)
+{
+    char *error = NULL;
+    PQconninfoOption *opts = PQconninfoParse(conninfo, &error);
+    struct obx_buf out;
+    char *text;
+
+    if (opts == NULL) {
+        fprintf(stderr, "outbox-bench: database url: %s\n", error ? error : "out of memory");
+        exit(1);
+    }
+    obx_buf_init(&out);
+    for (PQconninfoOption *o = opts; o->keyword != NULL; o++) {
+        const char *v = strcmp(o->keyword, "dbname") == 0 ? dbname : o->val;
+
+        if (v == NULL) {
+            continue;
+        }
+        obx_buf_appendf(&out, "%s%s='", out.len > 0 ? " " : "", o->keyword);
+        for (const char *c = v; *c != '\0'; c++) {
+            if (*c == '\'' || *c == '\\') {
+                obx_buf_append(&out, "\\", 1);
+            }
+            obx_buf_append(&out, c, 1);
+        }
+        obx_buf_append_str(&out, "'");
+    }
+    PQconninfoFree(opts);
+    text = obx_buf_take(&out);
+    if (text == NULL) {
+        fprintf(stderr, "outbox-bench: out of memory\n");
+        exit(1);
+    }
+    return text;
+}
+
+/* A new database, migrated and nothing else: no statistics, never vacuumed. */
+static void
+fresh_database(PGconn *conn, const struct obx_bench_env *fresh)
+{
+    PGconn *db;
+    outbox_error err;
+
+    obx_bench_exec(conn, "DROP DATABASE IF EXISTS " FRESH_DB " WITH (FORCE)");
+    obx_bench_exec(conn, "CREATE DATABASE " FRESH_DB);
+    db = obx_bench_connect(fresh);
+    if (outbox_migrate(db, "outbox", NULL, &err) != OUTBOX_OK) {
+        fprintf(stderr, "outbox-bench: migrate " FRESH_DB ": %s\n", err.message);
+        exit(1);
+    }
+    obx_bench_close(db);
+}
+
 static long long
 backlog(PGconn *conn)
 {
     return obx_bench_scalar(conn, "SELECT count(*) FROM outbox.events "
-                                  "WHERE status IN ('pending', 'leased')");
+                                  "WHERE published_at IS NULL AND status IN ('pending', 'leased')");
+}
+
+/* The largest values seen while the writers ran. */
+struct peaks {
+    long long backlog, dead_tuples, samples;
+};
+
+static void
+sample(PGconn *conn, struct peaks *p)
+{
+    long long waiting = backlog(conn);
+    long long dead = obx_bench_scalar(conn, "SELECT n_dead_tup FROM pg_stat_user_tables "
+                                            "WHERE schemaname = 'outbox' AND relname = 'events'");
+
+    p->backlog = waiting > p->backlog ? waiting : p->backlog;
+    p->dead_tuples = dead > p->dead_tuples ? dead : p->dead_tuples;
+    p->samples++;
+}
+
+/*
+ * The q-quantile of the relays' histogram `id`, in ms: linear within its
+ * bucket, as Prometheus' histogram_quantile() reads it. `*bucket_ms` gets
+ * that bucket's upper bound (-1: past the last finite bound).
+ */
+static double
+quantile_ms(struct obx_bench_workers *ws, outbox_relay_histogram_id id, double q, double *bucket_ms)
+{
+    enum { MAX_BUCKETS = 32 };
+    const double *bounds;
+    size_t n = outbox_histogram_bounds(&bounds);
+    unsigned long long at_or_below[MAX_BUCKETS] = {0}; /* cumulative, as the relays give them */
+    double sum, rank;
+
+    n = n < MAX_BUCKETS ? n : MAX_BUCKETS;
+    for (int r = 0; r < ws->count; r++) {
+        unsigned long long one[MAX_BUCKETS];
+        size_t got = outbox_relay_histogram(ws->w[r].relay, id, one, n, &sum);
+
+        for (size_t b = 0; b < got; b++) {
+            at_or_below[b] += one[b];
+        }
+    }
+    *bucket_ms = -1;
+    if (n == 0 || at_or_below[n - 1] == 0) {
+        return -1;
+    }
+    rank = q * (double)at_or_below[n - 1];
+    for (size_t b = 0; b < n; b++) {
+        double lo = b == 0 ? 0 : bounds[b - 1];
+        double below = b == 0 ? 0 : (double)at_or_below[b - 1];
+        double in_bucket = (double)at_or_below[b] - below;
+
+        if ((double)at_or_below[b] >= rank && in_bucket > 0) {
+            if (b + 1 == n) {
+                return lo * 1000; /* past the last finite bound: all that can be said */
+            }
+            *bucket_ms = bounds[b] * 1000;
+            return (lo + (bounds[b] - lo) * ((rank - below) / in_bucket)) * 1000;
+        }
+    }
+    return -1;
 }
 
 static void
-start_relays(const struct obx_bench_env *env, struct obx_bench_workers *ws)
+start_relays(const struct obx_bench_env *fresh, struct obx_bench_workers *ws)
 {
-    outbox_config *cfg = obx_bench_config(env, OUTBOX_CONFIG_RELAY);
+    outbox_config *cfg = obx_bench_config(fresh, OUTBOX_CONFIG_RELAY);
 
+    /* Where to publish, and nothing else unless --batch says: the daemon's defaults. */
     obx_bench_set(cfg, "stream", "BENCH_SUSTAINED");
     obx_bench_set(cfg, "subject_prefix", "benchsus");
-    obx_bench_set_int(cfg, "batch_size", env->batch);
+    if (fresh->batch_given) {
+        obx_bench_set_int(cfg, "batch_size", fresh->batch);
+    }
     obx_bench_relays_start(ws, cfg, RELAYS);
     outbox_config_free(cfg);
+}
+
+static void
+start_writers(struct writer *writers, const struct obx_bench_env *fresh, int sql, double rate,
+              double seconds)
+{
+    for (int i = 0; i < WRITERS; i++) {
+        writers[i] = (struct writer){.env = fresh,
+                                     .index = i,
+                                     .sql = sql,
+                                     .rate_per_s = rate / WRITERS,
+                                     .seconds = seconds,
+                                     .max_tx = (long long)(seconds * rate / WRITERS / PER_TX) + 1};
+        writers[i].commit_at = calloc((size_t)writers[i].max_tx, sizeof(double));
+        if (writers[i].commit_at == NULL ||
+            pthread_create(&writers[i].thread, NULL, writer_main, &writers[i]) != 0) {
+            fprintf(stderr, "outbox-bench: cannot start writer thread %d\n", i);
+            abort(); /* the relays and writers already running cannot be joined cleanly */
+        }
+    }
+}
+
+/* Commit-to-ack of every event the watch saw, in ms: p50 and p99; returns the samples. */
+static long long
+commit_to_ack(struct writer *writers, struct obx_bench_ack_watch *watch, double *p50, double *p99)
+{
+    long long total = 0, n = 0;
+    double *ms;
+
+    for (int w = 0; w < WRITERS; w++) {
+        total += writers[w].written;
+    }
+    ms = calloc((size_t)(total > 0 ? total : 1), sizeof(*ms));
+    if (ms == NULL) {
+        fprintf(stderr, "outbox-bench: out of memory\n");
+        exit(1);
+    }
+    for (int w = 0; w < WRITERS; w++) {
+        for (long long tx = 0; tx < writers[w].written / PER_TX; tx++) {
+            for (int i = 0; i < PER_TX; i++) {
+                double at = obx_bench_ack_watch_arrival(watch, first_seq(&writers[w], tx) + i);
+
+                if (at > 0 && n < total) {
+                    double d = (at - writers[w].commit_at[tx]) * 1000;
+
+                    ms[n++] = d > 0 ? d : 0;
+                }
+            }
+        }
+    }
+    *p50 = n ? obx_bench_median(ms, (int)n) : -1;
+    *p99 = n ? ms[(n * 99) / 100 < n ? (n * 99) / 100 : n - 1] : -1; /* sorted by median() */
+    free(ms);
+    return n;
+}
+
+/* What the table holds once drained: bytes per retained row. */
+static long long
+bytes_per_row(PGconn *conn)
+{
+    return obx_bench_scalar(conn, "SELECT pg_total_relation_size('outbox.events') / "
+                                  "greatest(count(*), 1) FROM outbox.events");
+}
+
+static long long
+wal_position(PGconn *conn)
+{
+    return obx_bench_scalar(conn, "SELECT pg_current_wal_lsn() - '0/0'");
+}
+
+static void
+set_number(json_t *line, const char *key, double value)
+{
+    json_object_set_new(line, key, json_real(value));
+}
+
+static void
+set_count(json_t *line, const char *key, long long value)
+{
+    json_object_set_new(line, key, json_integer(value));
+}
+
+/* The relays' lease and finish latency from their histograms. */
+static void
+add_latencies(json_t *line, struct obx_bench_workers *relays)
+{
+    double bucket;
+
+    set_number(line, "lease_p50_ms", quantile_ms(relays, OUTBOX_RELAY_LEASE_SECONDS, 0.5, &bucket));
+    set_number(line, "lease_p99_ms",
+               quantile_ms(relays, OUTBOX_RELAY_LEASE_SECONDS, 0.99, &bucket));
+    set_number(line, "lease_p99_bucket_ms", bucket);
+    set_number(line, "finish_p50_ms",
+               quantile_ms(relays, OUTBOX_RELAY_FINISH_SECONDS, 0.5, &bucket));
+    set_number(line, "finish_p99_ms",
+               quantile_ms(relays, OUTBOX_RELAY_FINISH_SECONDS, 0.99, &bucket));
 }
 
 int
 obx_bench_sustained(const struct obx_bench_env *env)
 {
     const double rate = 10000, seconds = env->sustain_seconds;
+    int sql = strcmp(env->writer, "sql") == 0;
     struct writer writers[WRITERS];
     struct obx_bench_workers relays = {0};
-    PGconn *conn = obx_bench_connect(env);
-    long long written = 0, at_end, left;
-    double start, stop, drained;
+    struct obx_bench_env fresh = *env;
+    struct obx_bench_ack_watch *watch;
+    PGconn *admin = obx_bench_connect(env), *conn;
+    struct peaks peaks = {0};
+    long long written = 0, at_end, left, wal_start, samples;
+    double start, stop, drained, ack_p50, ack_p99;
+    char *url = conninfo_for(env->database_url, FRESH_DB);
+    json_t *line = json_object(), *settings = json_object();
 
-    obx_bench_exec(conn, "TRUNCATE outbox.events");
+    if (env->batch_given) {
+        json_object_set_new(settings, "batch_size", json_integer(env->batch));
+    }
+    fresh.database_url = url;
+    fresh_database(admin, &fresh);
+    conn = obx_bench_connect(&fresh);
     if (obx_bench_stream_create(env->nats_url, "BENCH_SUSTAINED", "benchsus") != 0) {
         return 1;
     }
-    start_relays(env, &relays);
+    watch = obx_bench_ack_watch_start(env->nats_url, "benchsus.>",
+                                      (long long)(seconds * rate / WRITERS / PER_TX + 1) * WRITERS *
+                                          PER_TX);
+    wal_start = wal_position(conn);
+    start_relays(&fresh, &relays);
     start = obx_bench_now();
-    for (int i = 0; i < WRITERS; i++) {
-        writers[i] = (struct writer){.env = env, .rate_per_s = rate / WRITERS, .seconds = seconds};
-        if (pthread_create(&writers[i].thread, NULL, writer_main, &writers[i]) != 0) {
-            fprintf(stderr, "outbox-bench: cannot start writer thread %d\n", i);
-            abort(); /* the relays and writers already running cannot be joined cleanly */
-        }
+    start_writers(writers, &fresh, sql, rate, seconds);
+    while (obx_bench_now() - start < seconds) {
+        sample(conn, &peaks);
+        obx_bench_pace(obx_bench_now(), SAMPLE_MS / 1000.0);
     }
     for (int i = 0; i < WRITERS; i++) {
         pthread_join(writers[i].thread, NULL);
         written += writers[i].written;
     }
     stop = obx_bench_now();
+    sample(conn, &peaks);
     at_end = backlog(conn);
     for (left = at_end; left > 0 && obx_bench_now() - stop < 120;) {
         obx_bench_pace(obx_bench_now(), 0.02);
         left = backlog(conn);
     }
     drained = obx_bench_now() - stop;
+    obx_bench_pace(obx_bench_now(), 0.2); /* the last acks' messages reach the watch */
+    samples = commit_to_ack(writers, watch, &ack_p50, &ack_p99);
+
+    json_object_set_new(line, "bench", json_string("relay"));
+    json_object_set_new(line, "case", json_string("sustained"));
+    json_object_set_new(line, "writer", json_string(sql ? "sql" : "c"));
+    json_object_set_new(line, "settings", settings);
+    set_number(line, "rate", rate);
+    set_number(line, "seconds", seconds);
+    set_count(line, "replicas", RELAYS);
+    set_count(line, "writers", WRITERS);
+    set_count(line, "per_tx", PER_TX);
+    set_count(line, "written", written);
+    set_number(line, "write_events_per_s", (double)written / (stop - start));
+    set_count(line, "backlog_max", peaks.backlog);
+    set_number(line, "backlog_max_seconds_of_production", (double)peaks.backlog / rate);
+    set_count(line, "backlog_at_end", at_end);
+    set_number(line, "drain_seconds", left == 0 ? drained : -1.0);
+    add_latencies(line, &relays);
+    set_number(line, "commit_to_ack_p50_ms", ack_p50);
+    set_number(line, "commit_to_ack_p99_ms", ack_p99);
+    set_count(line, "commit_to_ack_samples", samples);
+    set_count(line, "dead_tuples_max", peaks.dead_tuples);
     obx_bench_workers_stop(&relays);
-    obx_bench_emit(
-        json_pack("{s:s, s:s, s:f, s:f, s:i, s:i, s:i, s:I, s:f, s:I, s:f, s:f, s:I}", "bench",
-                  "relay", "case", "sustained", "rate", rate, "seconds", seconds, "replicas",
-                  RELAYS, "batch", env->batch, "writers", WRITERS, "written", (json_int_t)written,
-                  "write_events_per_s", (double)written / (stop - start), "backlog_at_end",
-                  (json_int_t)at_end, "backlog_seconds_of_production", (double)at_end / rate,
-                  "drain_seconds", left == 0 ? drained : -1.0, "stream_msgs",
-                  (json_int_t)obx_stream_message_count(env->nats_url, "BENCH_SUSTAINED")));
+    obx_bench_ack_watch_stop(watch);
+    set_count(line, "wal_bytes_per_event",
+              written > 0 ? (wal_position(conn) - wal_start) / written : -1);
+    set_count(line, "bytes_per_retained_row", bytes_per_row(conn));
+    set_count(line, "stream_msgs", obx_stream_message_count(env->nats_url, "BENCH_SUSTAINED"));
+    obx_bench_emit(line);
     obx_bench_stream_delete(env->nats_url, "BENCH_SUSTAINED");
-    obx_bench_exec(conn, "TRUNCATE outbox.events");
-    PQfinish(conn);
+    obx_bench_close(conn);
+    obx_bench_exec(admin, "DROP DATABASE IF EXISTS " FRESH_DB " WITH (FORCE)");
+    obx_bench_close(admin);
+    for (int i = 0; i < WRITERS; i++) {
+        free(writers[i].commit_at);
+    }
+    free(url);
     return 0;
 }

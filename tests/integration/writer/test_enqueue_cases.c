@@ -2,9 +2,10 @@
 /*
  * test_enqueue_cases.c - the shared envelope corpus (tests/data/envelopes)
  * through both writers into a real database: the C API (json_t and text
- * payloads) and the SQL function outbox.enqueue(). Valid cases must be
- * stored alike by both; invalid ones refused by both with the expected
- * message, storing nothing. This is what keeps the two validators in step.
+ * payloads), the SQL function outbox.enqueue() and the set-based
+ * outbox.enqueue_many(). Valid cases must be stored alike by all; invalid
+ * ones refused by all with the expected message (enqueue_many() prefixes
+ * the element's index), storing nothing. This is what keeps the two validators in step.
  */
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -351,4 +352,170 @@ Test(enqueue_cases, a_number_beyond_the_range_of_a_double_is_refused_by_both_wri
         outbox_event_free(ev);
     }
     cr_expect_eq(event_count(), 2 * (long long)n_accepted);
+}
+
+/* ---- the set-based SQL writer, outbox.enqueue_many(jsonb), through the same cases ----- */
+
+static const char sql_enqueue_many[] = "SELECT outbox.enqueue_many($1::jsonb)";
+
+/* Appends `value` to `out` as a JSON string (raw when it is not UTF-8: the server refuses). */
+static void
+put_json_string(FILE *out, const char *value)
+{
+    json_t *s = json_string(value);
+    char *text = s != NULL ? json_dumps(s, JSON_ENCODE_ANY) : NULL;
+
+    if (text != NULL) {
+        fputs(text, out);
+    } else {
+        fprintf(out, "\"%s\"", value);
+    }
+    free(text);
+    json_decref(s);
+}
+
+/* Appends the case's event as one element of enqueue_many()'s array: absent fields left out. */
+static void
+put_element(FILE *out, const struct envelope_case *c)
+{
+    const char *names[] = {"aggregate_type", "aggregate_id", "event_type",
+                           "tenant_id",      "data_subject", "traceparent"};
+    const char *values[] = {c->aggregate_type, c->aggregate_id, c->event_type,
+                            c->tenant_id,      c->data_subject, c->traceparent};
+    int first = 1;
+
+    fputc('{', out);
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        if (values[i] != NULL) {
+            fprintf(out, "%s\"%s\": ", first ? "" : ", ", names[i]);
+            put_json_string(out, values[i]);
+            first = 0;
+        }
+    }
+    if (c->payload_text != NULL) {
+        fprintf(out, "%s\"payload\": ", first ? "" : ", ");
+        fwrite(c->payload_text, 1, c->payload_len, out);
+    }
+    fputc('}', out);
+}
+
+/* Runs enqueue_many() over the array `elements` (its text); returns the result. */
+static PGresult *
+many_writer(const char *elements)
+{
+    const char *params[1] = {elements};
+
+    return PQexecParams(conn, sql_enqueue_many, 1, NULL, params, NULL, NULL, 0);
+}
+
+/* The ids of a uuid[] in text form ("{a,b}"), each 36 characters: `*out` (caller frees). */
+static size_t
+split_ids(const char *array_text, char (**out)[37])
+{
+    size_t n = 0, len = strlen(array_text);
+    char(*ids)[37] = calloc(len / 37 + 1, 37);
+
+    for (const char *p = array_text + 1; *p != '\0' && *p != '}'; p += 37) {
+        memcpy(ids[n], p, 36);
+        ids[n++][36] = '\0';
+    }
+    *out = ids;
+    return n;
+}
+
+Test(enqueue_cases, every_valid_case_is_stored_by_enqueue_many_as_by_enqueue)
+{
+    struct envelope_case *cases;
+    size_t count = envelope_cases_load("valid", &cases);
+    char *text = NULL, (*ids)[37] = NULL;
+    size_t text_len = 0, n;
+    FILE *arr = open_memstream(&text, &text_len);
+    PGresult *res;
+
+    cr_assert_gt(count, 10, "too few valid cases found");
+    fputc('[', arr);
+    for (size_t i = 0; i < count; i++) {
+        fputs(i > 0 ? ", " : "", arr);
+        put_element(arr, &cases[i]);
+    }
+    fputc(']', arr);
+    fclose(arr);
+
+    /* All of them in one call: one id per element, in the array's order. */
+    res = many_writer(text);
+    cr_assert_eq(PQresultStatus(res), PGRES_TUPLES_OK, "%s", PQresultErrorMessage(res));
+    n = split_ids(PQgetvalue(res, 0, 0), &ids);
+    cr_assert_eq(n, count, "%zu ids for %zu events: %s", n, count, PQgetvalue(res, 0, 0));
+    PQclear(res);
+    for (size_t i = 0; i < count; i++) {
+        char *sql_id = sql_writer(&cases[i], &res);
+
+        cr_expect_not_null(sql_id, "valid/%s (SQL): %s", cases[i].name, PQresultErrorMessage(res));
+        PQclear(res);
+        if (sql_id != NULL) {
+            expect_same_envelope(cases[i].name, "enqueue_many", ids[i], sql_id);
+        }
+        if (i > 0) {
+            cr_expect(strcmp(ids[i - 1], ids[i]) < 0, "ids do not ascend: %s then %s", ids[i - 1],
+                      ids[i]);
+        }
+        free(sql_id);
+    }
+    cr_expect_eq(event_count(), (long long)count * 2);
+    free(ids);
+    free(text);
+    envelope_cases_free(cases, count);
+}
+
+/* Refused as element 2 of [good, good, bad], nothing stored. */
+static void
+expect_many_refusal(const struct envelope_case *good, const struct envelope_case *c)
+{
+    char *text = NULL;
+    size_t text_len = 0;
+    FILE *arr = open_memstream(&text, &text_len);
+    PGresult *res;
+    const char *message;
+    /* A .sql.error file: PostgreSQL's jsonb input refuses the whole array, before any index. */
+    int refused_by_input = strcmp(c->expected_sql_error, c->expected_error) != 0;
+
+    fputc('[', arr);
+    put_element(arr, good);
+    fputs(", ", arr);
+    put_element(arr, good);
+    fputs(", ", arr);
+    put_element(arr, c);
+    fputc(']', arr);
+    fclose(arr);
+    res = many_writer(text);
+    message = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
+    cr_expect_eq(PQresultStatus(res), PGRES_FATAL_ERROR, "invalid/%s (enqueue_many): %s", c->name,
+                 PQresStatus(PQresultStatus(res)));
+    cr_expect(message != NULL && strstr(message, c->expected_sql_error) != NULL,
+              "invalid/%s (enqueue_many): message \"%s\" lacks \"%s\"", c->name,
+              message ? message : "(none)", c->expected_sql_error);
+    if (!refused_by_input) {
+        cr_expect(message != NULL && strncmp(message, "events[2]: ", 11) == 0,
+                  "invalid/%s (enqueue_many): message \"%s\" does not name events[2]", c->name,
+                  message ? message : "(none)");
+        cr_expect_str_eq(PQresultErrorField(res, PG_DIAG_SQLSTATE), "22023", "invalid/%s", c->name);
+    }
+    PQclear(res);
+    free(text);
+}
+
+Test(enqueue_cases, every_invalid_case_is_refused_by_enqueue_many_naming_its_index)
+{
+    struct envelope_case *cases, *valid;
+    size_t count = envelope_cases_load("invalid", &cases);
+    size_t valid_count = envelope_cases_load("valid", &valid);
+
+    cr_assert_gt(count, 10, "too few invalid cases found");
+    cr_assert_gt(valid_count, 0);
+    for (size_t i = 0; i < count; i++) {
+        expect_many_refusal(&valid[0], &cases[i]);
+    }
+    cr_expect_eq(event_count(), 0, "a refused batch left a row");
+    envelope_cases_free(valid, valid_count);
+    envelope_cases_free(cases, count);
 }

@@ -3,7 +3,8 @@
  * test_sql_writer.c - outbox.enqueue(), the writer for psql, Go, Python...:
  * the id it returns is a fresh UUIDv7 that is also the row's and the
  * envelope's id, the size limit follows the outbox.max_envelope_bytes
- * setting, and a role allowed only to insert events can use it.
+ * setting, and a role allowed only to insert events can use it (and
+ * outbox.enqueue_many()).
  * Time is the database's: the id's timestamp is checked against it.
  */
 #include <criterion/criterion.h>
@@ -238,8 +239,15 @@ Test(sql_writer, works_for_a_role_that_may_only_insert_events)
              quoted, quoted, quoted, quoted);
     harness_exec(conn, sql);
 
-    /* The SQL writer. */
+    /* The SQL writer, one event and a batch. */
     id = enqueue_sql_ok(conn, "{\"stars\": 5}");
+    free(id);
+    id =
+        harness_scalar_text(conn, "SELECT outbox.enqueue_many(jsonb_build_array(jsonb_build_object("
+                                  "'aggregate_type', 'movie', 'aggregate_id', "
+                                  "'0190a3b2-1c2d-7e3f-8a9b-0c1d2e3f4a5b', 'event_type', "
+                                  "'review.logged', 'payload', '{}'::jsonb)))");
+    cr_expect_eq(strlen(id), 38, "%s", id);
     free(id);
     /* The C writer, in the role's own transaction. */
     cr_assert_eq(outbox_event_set_route(ev, "movie", "review.logged", &err), OUTBOX_OK);
@@ -253,7 +261,7 @@ Test(sql_writer, works_for_a_role_that_may_only_insert_events)
     expect_sqlstate("DELETE FROM outbox.events", "42501");
 
     harness_exec(conn, "RESET ROLE");
-    cr_expect_eq(event_count(), 2);
+    cr_expect_eq(event_count(), 3);
     snprintf(sql, sizeof(sql), "DROP OWNED BY %s; DROP ROLE %s", quoted, quoted);
     harness_exec(conn, sql);
     PQfreemem(quoted);

@@ -1,0 +1,90 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * store_plan_pg.c - the lease statement's plan as the store's own session
+ * would run it (see store.h): the plan-shape tests read it, and so can an
+ * operator chasing a slow lease.
+ */
+#include "store.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <libpq-fe.h>
+
+#include "common/buf.h"
+#include "common/error.h"
+#include "common/error_pg.h"
+#include "store_int.h"
+
+#include "common/banned.h" /* last: poisons unsafe functions */
+
+/* Runs `sql` with no parameters and no rows to read. */
+static outbox_status
+run_plain(struct obx_store *store, const char *sql, const char *doing, outbox_error *err)
+{
+    PGresult *res = PQexec(store->pg.conn, sql);
+    outbox_status status = obx_pg_session_check(&store->pg, res, doing, err);
+
+    PQclear(res);
+    return status;
+}
+
+static outbox_status
+explain(struct obx_store *store, int limit, int analyze, char **json, outbox_error *err)
+{
+    char limit_text[16];
+    const char *params[] = {limit_text, "60", "5"};
+    struct obx_buf sql;
+    PGresult *res;
+    outbox_status status = OUTBOX_OK;
+
+    snprintf(limit_text, sizeof(limit_text), "%d", limit);
+    obx_buf_init(&sql);
+    obx_buf_append_str(&sql, analyze ? "EXPLAIN (FORMAT JSON, ANALYZE, BUFFERS) "
+                                     : "EXPLAIN (FORMAT JSON) ");
+    obx_buf_append_str(&sql, store->pg.sql[OBX_STORE_LEASE]);
+    if (obx_buf_failed(&sql)) {
+        obx_buf_fini(&sql);
+        return obx_fail(err, OUTBOX_ENOMEM, "lease plan: out of memory");
+    }
+    res = PQexecParams(store->pg.conn, sql.data, 3, NULL, params, NULL, NULL, 0);
+    obx_buf_fini(&sql);
+    if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1) {
+        status = obx_fail_pg(err, store->pg.conn, res, "explain the lease");
+    } else if ((*json = strdup(PQgetvalue(res, 0, 0))) == NULL) {
+        status = obx_fail(err, OUTBOX_ENOMEM, "lease plan: out of memory");
+    }
+    PQclear(res);
+    return status;
+}
+
+outbox_status
+obx_store_lease_plan(struct obx_store *store, int limit, int analyze, char **json,
+                     outbox_error *err)
+{
+    outbox_status status, undone;
+
+    obx_error_reset(err);
+    *json = NULL;
+    if (limit < 1) {
+        return obx_fail(err, OUTBOX_EINVAL, "lease plan: limit %d must be >= 1", limit);
+    }
+    status = obx_pg_session_require(&store->pg, err);
+    if (status != OUTBOX_OK || !analyze) {
+        return status != OUTBOX_OK ? status : explain(store, limit, 0, json, err);
+    }
+    status = run_plain(store, "BEGIN", "begin the lease plan", err);
+    if (status != OUTBOX_OK) {
+        return status;
+    }
+    status = explain(store, limit, 1, json, err);
+    undone = run_plain(store, "ROLLBACK", "roll back the lease plan",
+                       status == OUTBOX_OK ? err : &(outbox_error){0});
+    if (status == OUTBOX_OK && undone != OUTBOX_OK) {
+        free(*json);
+        *json = NULL;
+        status = undone;
+    }
+    return status;
+}

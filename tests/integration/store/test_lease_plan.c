@@ -1,0 +1,309 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_lease_plan.c - the lease reads due rows in order and stops after its
+ * limit in every state a busy outbox table reaches: no statistics yet,
+ * statistics from before a bulk load, hundreds of thousands of dead index
+ * entries between vacuums, many done rows retained in mark mode, a long
+ * backlog in retry backoff. Each test builds the state (autovacuum off for
+ * the table, so it stays put), then reads the lease's plan in the store's
+ * own session from EXPLAIN (FORMAT JSON): the candidates must come from an
+ * ordered Index Scan of events_due_idx under the LIMIT, with no sequential
+ * scan, bitmap scan or sort (FACTS 14: a bitmap scan of every entry plus a
+ * top-N sort, 77 ms a lease). EXPLAIN ANALYZE (rolled back) shows the scan
+ * stops after the batch.
+ *
+ * Rows are made by INSERT ... SELECT from one row outbox.enqueue() wrote,
+ * with the user triggers off while loading: 100,000 validated calls would
+ * take a minute, and the rows are copies of a valid one.
+ */
+#include <criterion/criterion.h>
+#include <criterion/logging.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "store/store.h"
+#include "store_helpers.h"
+
+enum { LIMIT = 100 };
+
+static PGconn *conn;
+static struct obx_store *store;
+
+static void
+setup(void)
+{
+    conn = harness_pg_connect_fresh();
+    harness_exec(conn, "ALTER TABLE outbox.events SET (autovacuum_enabled = off)");
+    helper_enqueue(conn, 1);
+    harness_exec(conn, "CREATE TABLE template AS SELECT * FROM outbox.events");
+    harness_exec(conn, "DELETE FROM outbox.events");
+    store = helper_store_open("lease-plan-test");
+}
+
+static void
+teardown(void)
+{
+    obx_store_close(store);
+    store = NULL;
+    PQfinish(conn);
+    conn = NULL;
+}
+
+TestSuite(lease_plan, .init = setup, .fini = teardown, .timeout = 240);
+
+/*
+ * Inserts `n` copies of the template row with fresh ids, in `status`, with
+ * the SQL expressions given for next_attempt_at and published_at (`s` is
+ * the row's number, 1..n). Rows waiting in backoff carry 3 attempts.
+ */
+static void
+load(long long n, const char *status, const char *next_attempt_at, const char *published_at)
+{
+    char sql[1536];
+
+    harness_exec(conn, "ALTER TABLE outbox.events DISABLE TRIGGER USER");
+    snprintf(sql, sizeof(sql),
+             "INSERT INTO outbox.events (id, aggregate_type, aggregate_id, event_type, tenant_id, "
+             "data_subject, envelope, status, attempts, next_attempt_at, published_at) "
+             "SELECT g.id, t.aggregate_type, t.aggregate_id, t.event_type, t.tenant_id, "
+             "t.data_subject, jsonb_set(t.envelope, '{id}', to_jsonb(g.id::text)), '%s', "
+             "CASE WHEN '%s' = 'pending' AND %s > now() THEN 3 ELSE 0 END, %s, %s "
+             "FROM template AS t, "
+             "(SELECT gen_random_uuid() AS id, s FROM generate_series(1, %lld) AS s) AS g",
+             status, status, next_attempt_at, next_attempt_at, published_at, n);
+    harness_exec(conn, sql);
+    harness_exec(conn, "ALTER TABLE outbox.events ENABLE ALWAYS TRIGGER events_row_valid");
+    harness_exec(conn, "ALTER TABLE outbox.events ENABLE TRIGGER events_wakeup");
+}
+
+static void
+load_due(long long n)
+{
+    /* Oldest first, a millisecond apart, all due now. */
+    load(n, "pending", "now() - interval '1 hour' + s * interval '1 millisecond'", "NULL");
+}
+
+/* The plan node whose "Subplan Name" is `name`, anywhere below `node`. */
+static json_t *
+find_subplan(json_t *node, const char *name)
+{
+    json_t *plans = json_object_get(node, "Plans");
+    const char *sub = json_string_value(json_object_get(node, "Subplan Name"));
+    size_t i;
+    json_t *child;
+
+    if (sub != NULL && strcmp(sub, name) == 0) {
+        return node;
+    }
+    json_array_foreach(plans, i, child)
+    {
+        json_t *hit = find_subplan(child, name);
+
+        if (hit != NULL) {
+            return hit;
+        }
+    }
+    return NULL;
+}
+
+/* The first node of `type` in the tree under `node`, or NULL. */
+static json_t *
+find_type(json_t *node, const char *type)
+{
+    json_t *plans = json_object_get(node, "Plans");
+    const char *t = json_string_value(json_object_get(node, "Node Type"));
+    size_t i;
+    json_t *child;
+
+    if (t != NULL && strcmp(t, type) == 0) {
+        return node;
+    }
+    json_array_foreach(plans, i, child)
+    {
+        json_t *hit = find_type(child, type);
+
+        if (hit != NULL) {
+            return hit;
+        }
+    }
+    return NULL;
+}
+
+/* The lease's plan in the store's session; the caller json_decref()s it. */
+static json_t *
+lease_plan(int analyze, char **text)
+{
+    outbox_error err;
+    json_error_t jerr;
+    json_t *doc, *top;
+    outbox_status status = obx_store_lease_plan(store, LIMIT, analyze, text, &err);
+
+    cr_assert_eq(status, OUTBOX_OK, "obx_store_lease_plan: %s: %s", outbox_status_name(status),
+                 err.message);
+    doc = json_loads(*text, 0, &jerr);
+    cr_assert(doc != NULL, "EXPLAIN JSON does not parse: %s", jerr.text);
+    top = json_object_get(json_array_get(doc, 0), "Plan");
+    cr_assert(top != NULL, "no Plan in %s", *text);
+    json_incref(top);
+    json_decref(doc);
+    return top;
+}
+
+/*
+ * The candidates come from an ordered scan of events_due_idx under the
+ * LIMIT, with nothing that reads every entry first. With `analyze`, the
+ * scan also stopped after the batch: at most LIMIT rows out of it, and
+ * at most `stepped_over` rows it read and skipped (leases running).
+ */
+static void
+expect_ordered_scan(const char *state, int analyze, long long stepped_over)
+{
+    static const char *const banned[] = {"Seq Scan", "Bitmap Heap Scan", "Bitmap Index Scan",
+                                         "Sort", "Incremental Sort"};
+    char *text = NULL;
+    json_t *top = lease_plan(analyze, &text);
+    json_t *cte = find_subplan(top, "CTE candidates");
+    json_t *scan;
+    const char *index;
+
+    cr_assert(cte != NULL, "%s: no CTE candidates in the plan: %s", state, text);
+    cr_assert_str_eq(json_string_value(json_object_get(cte, "Node Type")), "Limit",
+                     "%s: the candidates end in their LIMIT: %s", state, text);
+    for (size_t i = 0; i < sizeof(banned) / sizeof(banned[0]); i++) {
+        cr_assert(find_type(cte, banned[i]) == NULL, "%s: the candidates use a %s: %s", state,
+                  banned[i], text);
+    }
+    scan = find_type(cte, "Index Scan");
+    cr_assert(scan != NULL, "%s: the candidates are not an index scan: %s", state, text);
+    index = json_string_value(json_object_get(scan, "Index Name"));
+    cr_assert(index != NULL && strcmp(index, "events_due_idx") == 0,
+              "%s: the candidates scan %s, not events_due_idx: %s", state, index ? index : "(none)",
+              text);
+    cr_assert_str_eq(json_string_value(json_object_get(scan, "Scan Direction")), "Forward",
+                     "%s: due order is the index's order: %s", state, text);
+    if (analyze) {
+        long long out = json_integer_value(json_object_get(scan, "Actual Rows"));
+        long long skipped = json_integer_value(json_object_get(scan, "Rows Removed by Filter"));
+
+        cr_assert(out <= LIMIT, "%s: the scan returned %lld rows for a batch of %d: %s", state, out,
+                  LIMIT, text);
+        cr_assert(skipped <= stepped_over, "%s: the scan read and skipped %lld rows (<= %lld): %s",
+                  state, skipped, stepped_over, text);
+    }
+    json_decref(top);
+    free(text);
+}
+
+/* Buffers the candidates' index scan touched in an analyzed lease (rolled back). */
+static long long
+scan_buffers(void)
+{
+    char *text = NULL;
+    json_t *top = lease_plan(1, &text);
+    json_t *scan = find_type(find_subplan(top, "CTE candidates"), "Index Scan");
+    long long blocks;
+
+    cr_assert(scan != NULL, "no index scan: %s", text);
+    blocks = json_integer_value(json_object_get(scan, "Shared Hit Blocks")) +
+             json_integer_value(json_object_get(scan, "Shared Read Blocks"));
+    json_decref(top);
+    free(text);
+    return blocks;
+}
+
+/* Leases once for real, and the batch is full: the plan found what is due. */
+static void
+expect_full_lease(const char *state)
+{
+    struct obx_lease lease;
+
+    helper_lease(store, LIMIT, 60, &lease);
+    cr_assert_eq(lease.count, LIMIT, "%s: a lease took %zu rows of a larger backlog", state,
+                 lease.count);
+    obx_lease_fini(&lease);
+}
+
+Test(lease_plan, no_statistics_yet)
+{
+    /* Freshly migrated, loaded, never analyzed: the state of FACTS 14's first minute. */
+    load_due(20000);
+    cr_assert_eq(harness_scalar_ll(conn, "SELECT count(*) FROM pg_stats "
+                                         "WHERE schemaname = 'outbox' AND tablename = 'events'"),
+                 0, "the table must have no statistics for this state");
+    expect_ordered_scan("no statistics", 0, 0);
+    expect_ordered_scan("no statistics", 1, 0);
+    expect_full_lease("no statistics");
+    /* The next lease steps over the running one's rows, and only those. */
+    expect_ordered_scan("no statistics, one lease running", 1, LIMIT);
+}
+
+Test(lease_plan, right_after_a_bulk_load)
+{
+    /* Statistics say 50 rows; 100,000 arrive before the next analyze. */
+    load_due(50);
+    harness_exec(conn, "ANALYZE outbox.events");
+    load_due(100000);
+    expect_ordered_scan("after a bulk load", 0, 0);
+    expect_ordered_scan("after a bulk load", 1, 0);
+    expect_full_lease("after a bulk load");
+}
+
+Test(lease_plan, dead_index_entries_between_vacuums)
+{
+    /* 200,000 rows relayed (marked done) since the last vacuum: each left a dead entry in
+     * events_due_idx, in front of the rows due now. Statistics from before. */
+    load_due(1000);
+    harness_exec(conn, "ANALYZE outbox.events");
+    load_due(200000);
+    harness_exec(conn, "UPDATE outbox.events SET status = 'done', published_at = now() "
+                       "WHERE id IN (SELECT id FROM outbox.events "
+                       "ORDER BY next_attempt_at LIMIT 200000)");
+    cr_assert_eq(helper_count(conn, "published_at IS NULL"), 1000);
+    expect_ordered_scan("dead entries, stale statistics", 0, 0);
+    {
+        /* The first ordered scan visits each dead row once and marks its entry dead; the
+         * next ones skip those entries without reading the table: what keeps a lease flat
+         * between vacuums (a bitmap scan never marks entries). */
+        long long first = scan_buffers(), later = scan_buffers();
+
+        cr_log_info("200,000 dead entries: the first scan read %lld buffers, the next %lld", first,
+                    later);
+        cr_assert_lt(later * 10, first,
+                     "the second scan read %lld buffers, the first %lld: dead entries were "
+                     "not skipped",
+                     later, first);
+    }
+    expect_ordered_scan("dead entries, stale statistics", 1, 0);
+    harness_exec(conn, "ANALYZE outbox.events");
+    expect_ordered_scan("dead entries, fresh statistics", 0, 0);
+    expect_ordered_scan("dead entries, fresh statistics", 1, 0);
+    expect_full_lease("dead entries");
+}
+
+Test(lease_plan, many_done_rows_retained)
+{
+    /* Mark mode keeps published rows for the retention: 200,000 of them, vacuumed and
+     * analyzed, under a small backlog. */
+    load(200000, "done", "now() - interval '2 hours'", "now() - interval '1 hour'");
+    harness_exec(conn, "VACUUM ANALYZE outbox.events");
+    load_due(500);
+    expect_ordered_scan("done rows retained", 0, 0);
+    expect_ordered_scan("done rows retained", 1, 0);
+    expect_full_lease("done rows retained");
+}
+
+Test(lease_plan, long_backlog_in_retry_backoff)
+{
+    /* 100,000 rows rejected and waiting out their backoff (up to an hour), analyzed, and
+     * a few hundred due now. The scan stops where next_attempt_at passes now(). */
+    load(100000, "pending", "now() + interval '1 hour' * (s::float8 / 100000)", "NULL");
+    load_due(300);
+    harness_exec(conn, "ANALYZE outbox.events");
+    expect_ordered_scan("retry backlog", 0, 0);
+    expect_ordered_scan("retry backlog", 1, 0);
+    expect_full_lease("retry backlog");
+    expect_ordered_scan("retry backlog, one lease running", 1, LIMIT);
+}
