@@ -208,6 +208,25 @@ check_subjects(const struct obx_stream_options *o, json_t *config)
             o->name, want, have, o->name, have, have[0] ? "," : "", want);
 }
 
+/*
+ * num_replicas is set only when the stream is made: moving an existing
+ * stream's replicas is an operator's call (it copies the whole stream), so
+ * a difference is logged with the command, as for the subjects.
+ */
+static void
+check_replicas(const struct obx_stream_options *o, json_t *config)
+{
+    json_t *r = json_object_get(config, "num_replicas");
+    long long have = json_is_integer(r) ? (long long)json_integer_value(r) : 1;
+
+    if (have != o->replicas) {
+        obx_log(OUTBOX_LOG_WARN,
+                "stream settings differ stream=%s field=num_replicas want=%d have=%lld "
+                "fix=\"nats stream edit %s --replicas %d\"",
+                o->name, o->replicas, have, o->name, o->replicas);
+    }
+}
+
 /* Sends the server's config back with only duplicate_window changed. */
 static outbox_status
 update_duplicate_window(natsConnection *nc, const struct obx_stream_options *o, json_t *config,
@@ -253,6 +272,7 @@ reconcile(natsConnection *nc, const struct obx_stream_options *o, json_t *config
     int64_t have_ns = json_is_integer(dw) ? (int64_t)json_integer_value(dw) : -1;
 
     check_subjects(o, config);
+    check_replicas(o, config);
     if (o->check_only || have_ns == o->duplicate_window_seconds * NANOS_PER_SECOND) {
         return OUTBOX_OK;
     }

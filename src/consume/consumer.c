@@ -40,12 +40,18 @@ drop_ledger(struct outbox_consumer *c, const outbox_error *why)
 /*
  * The feed's server is away. The feed reconnects by itself on its next
  * call, so it is kept (closing it would strand the batch in hand); the
- * loop only records the state change and pauses.
+ * loop only records the state change and pauses - at most
+ * OBX_PAUSE_CONNECTED_MAX_MS while the connection stands (a cluster
+ * electing the consumer's leader; see pause.h).
  */
 static void
 feed_down(struct outbox_consumer *c, const outbox_error *why)
 {
     obx_worker_link_down(&c->w, &c->feed_link, why->message);
+    if (c->feed != NULL && c->feed->ops->connected != NULL && c->feed->ops->connected(c->feed) &&
+        c->feed_link.pause_ms > OBX_PAUSE_CONNECTED_MAX_MS) {
+        c->feed_link.pause_ms = OBX_PAUSE_CONNECTED_MAX_MS;
+    }
 }
 
 /*

@@ -64,6 +64,13 @@ struct obx_feed_ops {
                             const enum obx_settle *what, const long long *delay_ms,
                             outbox_error *err);
 
+    /*
+     * 1 while the connection to the server stands, even if the server
+     * cannot serve right now (a JetStream cluster electing a leader).
+     * NULL for a feed that cannot tell.
+     */
+    int (*connected)(struct obx_feed *feed);
+
     /* Frees the batch (after settle, or instead of it on shutdown). */
     void (*batch_fini)(struct obx_feed *feed, struct obx_feed_batch *batch);
 

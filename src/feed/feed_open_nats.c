@@ -12,10 +12,17 @@
 
 #include "common/banned.h" /* last: poisons unsafe functions */
 
+static int
+nats_connected(struct obx_feed *feed)
+{
+    return obx_nats_feed_connected(feed->impl);
+}
+
 static const struct obx_feed_ops nats_ops = {
     .fetch = obx_nats_feed_fetch,
     .in_progress = obx_nats_feed_in_progress,
     .settle = obx_nats_feed_settle,
+    .connected = nats_connected,
     .batch_fini = obx_nats_feed_batch_fini,
     .close = obx_nats_feed_close,
 };

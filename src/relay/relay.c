@@ -27,7 +27,6 @@ enum {
     HEALTH_EVERY_MS = 5000,  /* the gauges' sample period */
     PRUNE_BATCH_ROWS = 1000, /* rows per retention delete, so no pass holds locks long */
     PRUNE_BATCHES_PER_PASS = 20,
-    CONNECTED_PAUSE_MAX_MS = 1000, /* longest broker pause while the connection stands */
 };
 
 static double
@@ -121,19 +120,16 @@ ensure_stream(struct outbox_relay *relay, outbox_error *err)
 /*
  * The broker failed us: logged once per outage, and the next pause is
  * longer - up to OBX_PAUSE_MAX_MS while the connection itself is lost
- * (nats.c reconnects meanwhile), but at most CONNECTED_PAUSE_MAX_MS while
- * it stands. A connected server that cannot store is, on a cluster, a
- * stream leader election (4-10 s, FACTS 18): it ends by itself, and a pause
- * grown to 8-10 s by then would add as much again to the outage. A try
- * costs one batch leased and handed back, so once a second stays cheap.
+ * (nats.c reconnects meanwhile), but at most OBX_PAUSE_CONNECTED_MAX_MS
+ * while it stands (a cluster electing the stream's leader; see pause.h).
  */
 static void
 broker_failing(struct outbox_relay *relay, const char *why)
 {
     obx_worker_link_down(&relay->w, &relay->broker, why);
     if (relay->bus != NULL && obx_bus_is_connected(relay->bus) &&
-        relay->broker.pause_ms > CONNECTED_PAUSE_MAX_MS) {
-        relay->broker.pause_ms = CONNECTED_PAUSE_MAX_MS;
+        relay->broker.pause_ms > OBX_PAUSE_CONNECTED_MAX_MS) {
+        relay->broker.pause_ms = OBX_PAUSE_CONNECTED_MAX_MS;
     }
     /* A stream lost with the server's store is made again once the broker answers. */
     relay->stream_ready = 0;

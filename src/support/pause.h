@@ -14,6 +14,14 @@
 enum {
     OBX_PAUSE_FIRST_MS = 250,
     OBX_PAUSE_MAX_MS = 10000,
+    /*
+     * The longest pause while the connection to the server stands but the
+     * server cannot serve: on a JetStream cluster, a stream or consumer
+     * leader election (4-10 s, FACTS 18). It ends by itself, and a pause
+     * grown to 8-10 s by then would add as much again; a try costs one
+     * batch or one fetch. A lost connection keeps OBX_PAUSE_MAX_MS.
+     */
+    OBX_PAUSE_CONNECTED_MAX_MS = 1000,
 };
 
 /* The next pause after `ms` (0: the first). */

@@ -133,14 +133,69 @@ cluster_inject(struct harness_cluster *cl, const char *stream, const char *consu
     cr_log_info("SIGKILL n%d (%s; stream leader %s)", victim + 1, cluster_fault_name(f), v.leader);
     harness_cluster_kill(cl, victim);
     {
-        long long deadline = harness_now_ms() + 15000;
+        long long killed = harness_now_ms(), deadline = killed + 15000;
 
-        /* Not a condition to assert: the node comes back either way. */
-        while (harness_now_ms() < deadline && cluster_last_seq(cl, stream) <= before + 50) {
+        /* Not a condition to assert: the node comes back either way, after 3 s at least. */
+        while (harness_now_ms() < deadline &&
+               (cluster_last_seq(cl, stream) <= before + 50 || harness_now_ms() - killed < 3000)) {
             harness_sleep_ms(100);
         }
     }
     harness_cluster_restart(cl, victim);
+}
+
+/* The stream's leader's name into `leader` ("" if none). */
+static inline void
+cluster_leader(const struct harness_cluster *cl, const char *stream, char *leader)
+{
+    struct cluster_view v;
+    char err[256];
+
+    leader[0] = '\0';
+    if (cluster_stream_view(cl->urls, stream, &v, err, sizeof(err)) == 0) {
+        snprintf(leader, CLUSTER_NAME_CAP, "%s", v.leader);
+    }
+}
+
+/* 1 once handlers ran for events beyond `from` (or have run for every committed event). */
+static inline int
+cluster_handlers_moving(PGconn *conn, long long from)
+{
+    long long now = consume_test_handled(conn, "effect");
+
+    return now >= from + 20 || now == harness_scalar_ll(conn, "SELECT count(*) FROM committed");
+}
+
+/*
+ * Ready for the next fault: every replica of the stream and of the
+ * consumer current, the stream seconds old (FACTS 18), the same stream
+ * leader over a second, so a fault never lands on a hand-over still going
+ * on, and the handlers running again, so each pause is the fault's own.
+ */
+static inline void
+cluster_settle(PGconn *conn, const struct harness_cluster *cl, const char *stream,
+               const char *consumer, long long created_ms)
+{
+    long long deadline = harness_now_ms() + 60000;
+    long long handled = consume_test_handled(conn, "effect");
+
+    HARNESS_WAIT_UNTIL(cluster_handlers_moving(conn, handled), 60000);
+    for (;;) {
+        char before[CLUSTER_NAME_CAP], after[CLUSTER_NAME_CAP];
+
+        HARNESS_WAIT_UNTIL(
+            cluster_current(cl, stream) &&
+                cluster_consumer_current(cl->urls, stream, consumer, HARNESS_CLUSTER_NODES) &&
+                harness_now_ms() - created_ms >= 3000 && cluster_last_seq(cl, stream) >= 100,
+            60000);
+        cluster_leader(cl, stream, before);
+        harness_sleep_ms(1000);
+        cluster_leader(cl, stream, after);
+        if (before[0] != '\0' && strcmp(before, after) == 0 && cluster_current(cl, stream)) {
+            return;
+        }
+        cr_assert_lt(harness_now_ms(), deadline, "the stream's leader never settled");
+    }
 }
 
 /* Relays and consumers against the cluster: every URL, R3. */
@@ -165,6 +220,20 @@ cluster_longest_gap(const int64_t *t, size_t n, long long from_ns, long long to_
         }
     }
     return gap / 1000000;
+}
+
+/* Longest gap (ms) between handler effects, only gaps ending in [from, to) (wall ns). */
+static inline long long
+cluster_handler_gap(PGconn *conn, long long from_ns, long long to_ns)
+{
+    char sql[512];
+
+    snprintf(sql, sizeof(sql),
+             "SELECT coalesce((extract(epoch FROM max(gap)) * 1000)::bigint, 0) FROM "
+             "(SELECT at, at - lag(at) OVER (ORDER BY at) AS gap FROM public.effects) g "
+             "WHERE at >= to_timestamp(%lld / 1e9) AND at < to_timestamp(%lld / 1e9)",
+             from_ns, to_ns == INT64_MAX ? from_ns + 3600000000000LL : to_ns);
+    return harness_scalar_ll(conn, sql);
 }
 
 /*
@@ -259,12 +328,7 @@ cluster_run(PGconn *conn, const char *tag, enum cluster_fault first, int cycle, 
     for (int round = 0; round < rounds; round++) {
         enum cluster_fault f = cycle ? (enum cluster_fault)((first + round) % 4) : first;
 
-        /* Every replica current, the consumer's too, the stream seconds old (FACTS 18). */
-        HARNESS_WAIT_UNTIL(
-            cluster_current(&cl, g.stream) &&
-                cluster_consumer_current(cl.urls, g.stream, g.consumer, HARNESS_CLUSTER_NODES) &&
-                harness_now_ms() - created_ms >= 3000 && cluster_last_seq(&cl, g.stream) >= 100,
-            60000);
+        cluster_settle(conn, &cl, g.stream, g.consumer, created_ms);
         fault_ns[round] = cluster_wall_ns();
         kind[round] = f;
         if (round == 0) {
@@ -294,22 +358,16 @@ cluster_run(PGconn *conn, const char *tag, enum cluster_fault first, int cycle, 
     fault_ns[rounds] = INT64_MAX;
     for (int round = 0; round < rounds; round++) {
         long long gap = cluster_longest_gap(times, n, fault_ns[round], fault_ns[round + 1]);
+        long long handlers = cluster_handler_gap(conn, fault_ns[round], fault_ns[round + 1]);
 
-        fprintf(stderr, "CLUSTER_FAULT tag=%s round=%d fault=\"%s\" publishing_paused_ms=%lld\n",
-                tag, round + 1, cluster_fault_name(kind[round]), gap);
+        fprintf(stderr,
+                "CLUSTER_FAULT tag=%s round=%d fault=\"%s\" publishing_paused_ms=%lld "
+                "handlers_paused_ms=%lld\n",
+                tag, round + 1, cluster_fault_name(kind[round]), gap, handlers);
         r.pause_ms = gap > r.pause_ms ? gap : r.pause_ms;
     }
     free(times);
-    {
-        char sql[512];
-
-        snprintf(sql, sizeof(sql),
-                 "SELECT coalesce((extract(epoch FROM max(gap)) * 1000)::bigint, 0) FROM "
-                 "(SELECT at, at - lag(at) OVER (ORDER BY at) AS gap FROM public.effects) g "
-                 "WHERE at >= to_timestamp(%lld / 1e9)",
-                 first_fault_ns);
-        r.handler_pause_ms = harness_scalar_ll(conn, sql);
-    }
+    r.handler_pause_ms = cluster_handler_gap(conn, first_fault_ns, INT64_MAX);
     cr_assert_eq(harness_scalar_ll(conn, "SELECT coalesce(sum(attempts), 0) FROM outbox.events"), 0,
                  "the relays spent attempts on the faults");
     cr_assert_eq(harness_scalar_ll(conn, "SELECT count(*) FROM outbox.dead_letters"), 0,

@@ -303,3 +303,19 @@ Test(stream_without_nats, is_unavailable_while_the_server_hangs)
     cr_assert_lt(harness_now_ms() - start, 10000);
     harness_nats_kill(SIGCONT);
 }
+
+Test(stream, an_existing_stream_keeps_its_replicas_and_a_difference_is_logged_with_the_fix)
+{
+    struct obx_stream_options o = fresh("ST_REPL", "strepl");
+    jsStreamInfo *si;
+
+    ensure_ok(&o); /* made with one replica: this server is no cluster */
+    o.replicas = 3;
+    ensure_ok(&o);
+    si = info("ST_REPL");
+    cr_assert_eq(si->Config->Replicas, 1, "a daemon moved an existing stream's replicas");
+    jsStreamInfo_Destroy(si);
+    cr_assert(logged("stream settings differ stream=ST_REPL field=num_replicas want=3 have=1 "
+                     "fix=\"nats stream edit ST_REPL --replicas 3\""),
+              "%s", log_text);
+}
