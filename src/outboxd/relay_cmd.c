@@ -48,7 +48,8 @@ static const struct obx_metric_def relay_gauges[] = {
     {OUTBOX_RELAY_INDEX_ENTRIES_PER_LEASE, "outbox_relay_claim_index_entries_per_lease",
      "claim-index entries a lease read, between the last two samples"},
     {OUTBOX_RELAY_XMIN_HORIZON_AGE_SECONDS, "outbox_relay_xmin_horizon_age_seconds",
-     "age of the oldest transaction of this database holding back vacuum's xmin horizon (alert over 300)"},
+     "age of the oldest transaction of this database holding back vacuum's xmin horizon (alert "
+     "over 300)"},
 };
 
 static const struct obx_metric_def relay_histograms[] = {
