@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_resource_leaks.c - FAULTS.md T30, shortened for CI (40 s; the soak
+ * test_resource_leaks.c - FAULTS.md T30, shortened for CI (30 s; the soak
  * form, label soak, runs an hour): a relay and a consumer replica carry a
  * writer's events while nats-server is SIGKILLed and restarted every ~6 s
  * and a random backend of theirs is terminated every ~2 s. After a warm-up
@@ -87,7 +87,7 @@ no_quarantine(struct relay_env *env)
 
 Test(resource_leaks, t30_fds_and_rss_stay_flat_under_flapping_dependencies)
 {
-    int run_s = chaos_soak() ? 3600 : 40, warmup_s = chaos_soak() ? 300 : 12;
+    int run_s = chaos_soak() ? 3600 : 30, warmup_s = chaos_soak() ? 300 : 10;
     struct consume_group g;
     struct harness_proc replica;
     struct writer_thread w;
@@ -110,7 +110,7 @@ Test(resource_leaks, t30_fds_and_rss_stay_flat_under_flapping_dependencies)
     /* ~500 events/s in FAULTS; 200/s here so that ASan daemons keep up on 2 cores. */
     chaos_start_writer(&w, 200 * (run_s + 5), 10, 50);
     started = harness_now_ms();
-    next_nats = started + 6000;
+    next_nats = started + 4000;
     next_term = started + 2000;
     while (harness_now_ms() - started < (long long)run_s * 1000) {
         long long now = harness_now_ms();
