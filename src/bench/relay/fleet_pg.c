@@ -59,9 +59,9 @@ make_db(PGconn *admin, struct fleet_db *d, const char *suffix)
     PGconn *conn;
 
     snprintf(d->datname, sizeof(d->datname), "obx_fleet_bench_%s", suffix);
-    snprintf(sql, sizeof(sql), "DROP DATABASE IF EXISTS %s", d->datname);
+    snprintf(sql, sizeof(sql), "DROP DATABASE IF EXISTS %.63s", d->datname);
     obx_bench_exec(admin, sql);
-    snprintf(sql, sizeof(sql), "CREATE DATABASE %s", d->datname);
+    snprintf(sql, sizeof(sql), "CREATE DATABASE %.63s", d->datname);
     obx_bench_exec(admin, sql);
     /* A URL: the fleet file's DATABASE_URL is one word. */
     if (PQhost(admin)[0] == '/') {
@@ -86,7 +86,7 @@ drop_db(PGconn *admin, const struct fleet_db *d)
 {
     char sql[256];
 
-    snprintf(sql, sizeof(sql), "DROP DATABASE IF EXISTS %s WITH (FORCE)", d->datname);
+    snprintf(sql, sizeof(sql), "DROP DATABASE IF EXISTS %.63s WITH (FORCE)", d->datname);
     obx_bench_exec(admin, sql);
 }
 
