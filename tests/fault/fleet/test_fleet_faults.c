@@ -367,7 +367,10 @@ Test(fleet, faults_in_one_database_never_hold_up_the_others_and_nothing_is_lost)
         snprintf(series, sizeof(series), "outbox_relay_published_total{database=\"%s\"}",
                  dbs[i].name);
         cr_assert_geq(http_metric(body, series), 0, "%s missing", series);
+        snprintf(series, sizeof(series), "outbox_database_up{database=\"%s\"}", dbs[i].name);
+        cr_assert_eq(http_metric(body, series), 1, "%s not 1", series);
     }
+    cr_assert_eq(http_metric(body, "outbox_fleet_databases_owned"), DBS);
     free(body);
     log = harness_proc_log(&replica[survivor]);
     cr_assert(strstr(log, "database=db2") != NULL, "no log line names db2");
