@@ -239,11 +239,38 @@ fleet_main(void *arg)
     return NULL;
 }
 
-/* The fleet case: returns the backlog's drain rate; fills the steady figures. */
-static double
-fleet_case(const struct obx_bench_env *env, const struct fleet_db *dbs, long long backlog,
-           struct obx_fleet_probe *probe, double *drain_seconds)
+/* The ten databases' relays as ten plain relays, the deployment a fleet replaces. */
+static void
+plain_relays_start(const struct obx_bench_env *env, const struct fleet_db *dbs,
+                   struct obx_bench_workers *ws)
 {
+    for (int i = 0; i < OBX_FLEET_BENCH_DBS; i++) {
+        outbox_config *cfg = obx_bench_config(env, OUTBOX_CONFIG_RELAY);
+        char stream[32], prefix[32];
+
+        snprintf(stream, sizeof(stream), "FLEETB_%d", i);
+        snprintf(prefix, sizeof(prefix), "fleetb.d%d", i);
+        obx_bench_set(cfg, "database_url", dbs[i].conninfo);
+        obx_bench_set(cfg, "stream", stream);
+        obx_bench_set(cfg, "subject_prefix", prefix);
+        if (env->batch_given) {
+            obx_bench_set_int(cfg, "batch_size", env->batch);
+        }
+        obx_bench_relays_start(ws, cfg, 1);
+        outbox_config_free(cfg);
+    }
+}
+
+/*
+ * The backlog drained while the nine steady writers write, through one fleet
+ * (`use_fleet`) or ten plain relays; returns the drain rate. The steady
+ * figures land in `probe`, reset first.
+ */
+static double
+loaded_case(const struct obx_bench_env *env, const struct fleet_db *dbs, long long backlog,
+            struct obx_fleet_probe *probe, int use_fleet, double *drain_seconds)
+{
+    struct obx_bench_workers ws = {0};
     struct obx_config base;
     struct obx_fleet *fleet = NULL;
     struct steady_writer w[OBX_FLEET_BENCH_DBS];
@@ -252,27 +279,45 @@ fleet_case(const struct obx_bench_env *env, const struct fleet_db *dbs, long lon
     volatile int stop = 0;
     PGconn *flooded = connect_to(dbs[0].conninfo);
     pthread_t thread;
-    double start;
+    double start = 0;
 
+    for (int i = 0; i < OBX_FLEET_BENCH_DBS; i++) {
+        memset(probe->commit_at[i], 0, (size_t)probe->cap * sizeof(double));
+        memset(probe->received_at[i], 0, (size_t)probe->cap * sizeof(double));
+    }
     preload(dbs[0].conninfo, backlog);
+    for (int i = 1; i < OBX_FLEET_BENCH_DBS; i++) {
+        PGconn *c = connect_to(dbs[i].conninfo);
+
+        obx_bench_exec(c, "TRUNCATE outbox.events");
+        PQfinish(c);
+    }
     snprintf(path, sizeof(path), "/tmp/outbox-bench-fleet-%d.conf", (int)getpid());
     write_fleet_file(path, dbs);
     snprintf(batch, sizeof(batch), "%d", env->batch);
-    if (obx_config_init(&base, OBX_FOR_ALL, &err) != OUTBOX_OK ||
-        obx_config_set_key(&base, "nats_url", env->nats_url, &err) != OUTBOX_OK ||
-        obx_config_set_key(&base, "fleet_file", path, &err) != OUTBOX_OK ||
-        (env->batch_given && obx_config_set_key(&base, "batch_size", batch, &err) != OUTBOX_OK) ||
-        obx_fleet_new(&base, &fleet, &err) != OUTBOX_OK) {
+    if (obx_config_init(&base, OBX_FOR_ALL, &err) != OUTBOX_OK) {
         fprintf(stderr, "outbox-bench: fleet: %s\n", err.message);
         exit(1);
     }
-    start = obx_bench_now();
-    pthread_create(&thread, NULL, fleet_main, fleet);
-    /* The steady writers start once every database has its owner, so their figures
-     * are the relays' at work, not the fleet's start-up. */
-    for (size_t members = 0, owned = 0; owned < OBX_FLEET_BENCH_DBS;) {
-        obx_bench_pace(obx_bench_now(), 0.005);
-        obx_fleet_counts(fleet, &members, &owned);
+    if (!use_fleet) {
+        start = obx_bench_now();
+        plain_relays_start(env, dbs, &ws);
+    } else if (obx_config_set_key(&base, "nats_url", env->nats_url, &err) != OUTBOX_OK ||
+               obx_config_set_key(&base, "fleet_file", path, &err) != OUTBOX_OK ||
+               (env->batch_given &&
+                obx_config_set_key(&base, "batch_size", batch, &err) != OUTBOX_OK) ||
+               obx_fleet_new(&base, &fleet, &err) != OUTBOX_OK) {
+        fprintf(stderr, "outbox-bench: fleet: %s\n", err.message);
+        exit(1);
+    } else {
+        start = obx_bench_now();
+        pthread_create(&thread, NULL, fleet_main, fleet);
+        /* The steady writers start once every database has its owner, so their figures
+         * are the relays' at work, not the fleet's start-up. */
+        for (size_t members = 0, owned = 0; owned < OBX_FLEET_BENCH_DBS;) {
+            obx_bench_pace(obx_bench_now(), 0.005);
+            obx_fleet_counts(fleet, &members, &owned);
+        }
     }
     for (int i = 1; i < OBX_FLEET_BENCH_DBS; i++) {
         w[i] = (struct steady_writer){
@@ -285,9 +330,13 @@ fleet_case(const struct obx_bench_env *env, const struct fleet_db *dbs, long lon
         pthread_join(w[i].thread, NULL);
     }
     obx_bench_pace(obx_bench_now(), 2.0); /* the last steady acks */
-    obx_fleet_stop(fleet);
-    pthread_join(thread, NULL);
-    obx_fleet_free(fleet);
+    if (use_fleet) {
+        obx_fleet_stop(fleet);
+        pthread_join(thread, NULL);
+        obx_fleet_free(fleet);
+    } else {
+        obx_bench_workers_stop(&ws);
+    }
     obx_config_fini(&base);
     unlink(path);
     PQfinish(flooded);
@@ -307,9 +356,7 @@ obx_bench_fleet(const struct obx_bench_env *env)
     struct fleet_db dbs[OBX_FLEET_BENCH_DBS], single;
     struct obx_fleet_probe probe = {.cap = 0};
     PGconn *admin = obx_bench_connect(env);
-    double single_eps, fleet_eps, drain_s, p50, p99, until;
-    long long samples, missing;
-    json_t *line;
+    double single_eps, plain_eps = 0;
 
     obx_bench_exec(admin, "SET client_min_messages = warning");
     for (int i = 0; i < OBX_FLEET_BENCH_DBS; i++) {
@@ -332,28 +379,33 @@ obx_bench_fleet(const struct obx_bench_env *env)
         fprintf(stderr, "outbox-bench: fleet: cannot subscribe\n");
         return 1;
     }
-    fprintf(stderr, "outbox-bench: fleet: 10 databases, %lld-event backlog in one, %d/s in nine\n",
-            backlog, STEADY_RATE);
-    fleet_eps = fleet_case(env, dbs, backlog, &probe, &drain_s);
-    obx_fleet_probe_stop(&probe);
-    until = 0;
-    for (int db = 1; db < OBX_FLEET_BENCH_DBS; db++) {
-        for (long long i = 0; i < probe.cap; i++) {
-            until = probe.commit_at[db][i] > until ? probe.commit_at[db][i] : until;
-        }
-    }
-    steady_latency(&probe, until, &p50, &p99, &samples, &missing);
+    for (int use_fleet = 0; use_fleet <= 1; use_fleet++) {
+        double eps, drain_s, p50, p99;
+        long long samples, missing;
+        json_t *line;
 
-    line = json_pack("{s:s, s:s, s:i, s:I, s:i, s:f, s:f, s:f, s:I, s:I, s:f, s:f, s:f, s:i, "
-                     "s:f}",
-                     "bench", "fleet", "case", "fleet", "databases", OBX_FLEET_BENCH_DBS, "backlog",
-                     (json_int_t)backlog, "steady_rate_per_database", STEADY_RATE, "drain_seconds",
-                     drain_s, "steady_p50_ms", p50, "steady_p99_ms", p99, "steady_samples",
-                     (json_int_t)samples, "steady_missing", (json_int_t)missing,
-                     "flooded_events_per_s", fleet_eps, "single_relay_events_per_s", single_eps,
-                     "drain_ratio", single_eps > 0 ? fleet_eps / single_eps : 0, "target_p99_ms",
-                     50, "target_drain_ratio", 0.8);
-    obx_bench_emit(line);
+        fprintf(stderr,
+                "outbox-bench: fleet: 10 databases through %s, %lld-event backlog in one, %d/s "
+                "in nine\n",
+                use_fleet ? "one fleet relay" : "ten plain relays", backlog, STEADY_RATE);
+        eps = loaded_case(env, dbs, backlog, &probe, use_fleet, &drain_s);
+        steady_latency(&probe, obx_bench_now(), &p50, &p99, &samples, &missing);
+        if (!use_fleet) {
+            plain_eps = eps;
+        }
+        line = json_pack(
+            "{s:s, s:s, s:i, s:I, s:i, s:f, s:f, s:f, s:I, s:I, s:f, s:f, s:f, "
+            "s:f, s:i, s:f}",
+            "bench", "fleet", "case", use_fleet ? "fleet" : "ten_plain_relays", "databases",
+            OBX_FLEET_BENCH_DBS, "backlog", (json_int_t)backlog, "steady_rate_per_database",
+            STEADY_RATE, "drain_seconds", drain_s, "steady_p50_ms", p50, "steady_p99_ms", p99,
+            "steady_samples", (json_int_t)samples, "steady_missing", (json_int_t)missing,
+            "flooded_events_per_s", eps, "single_relay_events_per_s", single_eps, "drain_ratio",
+            single_eps > 0 ? eps / single_eps : 0, "drain_ratio_vs_ten_plain_relays",
+            plain_eps > 0 ? eps / plain_eps : 0, "target_p99_ms", 50, "target_drain_ratio", 0.8);
+        obx_bench_emit(line);
+    }
+    obx_fleet_probe_stop(&probe);
 
     for (int i = 0; i < OBX_FLEET_BENCH_DBS; i++) {
         drop_db(admin, &dbs[i]);
