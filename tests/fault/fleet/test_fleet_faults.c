@@ -274,6 +274,55 @@ check_stream(int i)
     id_set_fini(&committed);
 }
 
+/* Sessions of database `i` whose application_name is `app`. */
+static long long
+sessions(int i, const char *app)
+{
+    char sql[512];
+
+    snprintf(sql, sizeof(sql),
+             "SELECT count(*) FROM pg_stat_activity WHERE datname = '%s' AND application_name "
+             "LIKE '%s'",
+             dbs[i].datname, app);
+    return harness_scalar_ll(admin, sql);
+}
+
+/* `outbox_fleet_database_owned{database=...}` on replica `port`; -1 if not served. */
+static double
+owned_metric(int port, int i)
+{
+    char *body = NULL, series[128];
+    double v = -1;
+
+    snprintf(series, sizeof(series), "outbox_fleet_database_owned{database=\"%s\"}", dbs[i].name);
+    if (http_get(port, "/metrics", &body) == 200) {
+        v = http_metric(body, series);
+    }
+    free(body);
+    return v;
+}
+
+/*
+ * Once settled, each database has one owner by every account: one lock
+ * holder, one replica saying it owns it, and one relay session; the other
+ * replica holds nothing there.
+ */
+static void
+assert_settled_ownership(const int *ports, int replicas)
+{
+    for (int i = 0; i < DBS; i++) {
+        double sum = 0;
+
+        HARNESS_WAIT_UNTIL(owners(i) == 1 && sessions(i, "outboxd-relay") == 1 &&
+                               sessions(i, "%fleet-lock") == 1,
+                           10000);
+        for (int r = 0; r < replicas; r++) {
+            sum += owned_metric(ports[r], i);
+        }
+        cr_assert_eq(sum, 1, "%s: the replicas' owned gauges add up to %g", dbs[i].name, sum);
+    }
+}
+
 static void
 start_replica(struct harness_proc *p, const char *name, int port)
 {
@@ -307,6 +356,7 @@ Test(fleet, faults_in_one_database_never_hold_up_the_others_and_nothing_is_lost)
     }
     HARNESS_WAIT_UNTIL(all_owned(), 30000);
     write_and_expect_flow(all, all, 5, 20000);
+    assert_settled_ownership(ports, REPLICAS);
 
     /* db1: its outbox table locked by a transaction that stays open. */
     enqueue(1, 50); /* some of these may still be pending when the lock lands */
@@ -348,6 +398,7 @@ Test(fleet, faults_in_one_database_never_hold_up_the_others_and_nothing_is_lost)
     harness_exec(admin, sql);
     write_and_expect_flow(all, all, 5, 30000);
     HARNESS_WAIT_UNTIL(all_owned(), 20000);
+    assert_settled_ownership(ports + survivor, 1);
     for (int i = 0; i < DBS; i++) {
         char *who = owner_name(i);
 
