@@ -362,9 +362,10 @@ start_replica(struct harness_proc *p, const char *name, int port)
 }
 
 /*
- * One round: database `locked` gets its outbox table locked, `down` is taken
- * down, then the replica owning `victim` is SIGKILLed; the others must keep
- * flowing throughout. Returns the index of the replica that survived.
+ * One round: database `locked` gets its outbox table locked and `down` is
+ * taken down; once `down` is back, the replica owning `victim` is
+ * SIGKILLed while the lock still holds. The others must keep flowing
+ * throughout. Returns the index of the replica that survived.
  */
 static int
 fault_round(struct harness_proc *replica, const char *const *names, const int *ports, int victim,
@@ -378,7 +379,7 @@ fault_round(struct harness_proc *replica, const char *const *names, const int *p
     for (int i = 0; i < DBS; i++) {
         flowing[i] = i != locked && i != down;
     }
-    cr_log_info("round: %s locked, %s down, the owner of %s killed", dbs[locked].name,
+    cr_log_info("round: %s locked, %s down and back, the owner of %s killed", dbs[locked].name,
                 dbs[down].name, dbs[victim].name);
 
     /* Its outbox table locked by a transaction that stays open. */
@@ -397,7 +398,15 @@ fault_round(struct harness_proc *replica, const char *const *names, const int *p
     harness_scalar_ll(admin, sql);
     write_and_expect_flow(flowing, flowing, 10, 10000);
 
-    /* The replica owning `victim` SIGKILLed while the two faults hold. */
+    /* Back up: it has one owner again, and the replica that lost it holds nothing there
+     * (an owner that missed losing its lock would still run a relay beside the new one). */
+    snprintf(sql, sizeof(sql), "ALTER DATABASE \"%s\" ALLOW_CONNECTIONS true", dbs[down].datname);
+    harness_exec(admin, sql);
+    flowing[down] = 1;
+    write_and_expect_flow(flowing, flowing, 5, 20000);
+    assert_settled_ownership(ports, REPLICAS);
+
+    /* The replica owning `victim` SIGKILLed while the table lock holds. */
     killed_name = owner_name(victim);
     cr_assert(killed_name != NULL && killed_name[0] != '\0', "%s has no owner", dbs[victim].name);
     killed = strcmp(killed_name, names[0]) == 0 ? 0 : 1;
@@ -406,11 +415,9 @@ fault_round(struct harness_proc *replica, const char *const *names, const int *p
     harness_proc_kill(&replica[killed]);
     write_and_expect_flow(flowing, flowing, 10, 15000);
 
-    /* Faults over: unlocked, back up; everything drains through the survivor. */
+    /* Unlocked: everything drains through the survivor. */
     harness_exec(locker, "COMMIT");
     PQfinish(locker);
-    snprintf(sql, sizeof(sql), "ALTER DATABASE \"%s\" ALLOW_CONNECTIONS true", dbs[down].datname);
-    harness_exec(admin, sql);
     write_and_expect_flow(all, all, 5, 30000);
     HARNESS_WAIT_UNTIL(all_owned(), 20000);
     assert_settled_ownership(ports + survivor, 1);
