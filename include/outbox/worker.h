@@ -79,6 +79,9 @@ typedef enum outbox_relay_stat_id {
     OUTBOX_RELAY_ROWS_SCANNED_PER_LEASE,     /* table rows a lease read (leased or stepped
                                               * over) since the previous sample, as
                                               * PostgreSQL counts the claim index's fetches */
+    OUTBOX_RELAY_XMIN_HORIZON_AGE_SECONDS,   /* age of the oldest transaction or prepared
+                                              * transaction holding back the xmin horizon
+                                              * (vacuum cannot remove what it may still see) */
     /* Counted as they happen: */
     OUTBOX_RELAY_LEASE_EXPIRIES, /* rows taken over after their lease ran out with no
                                   * outcome (a relay died or stalled): leased again or

@@ -34,6 +34,18 @@ SELECT
         AS claim_index_fetches,
     (SELECT count(*) FROM /*schema*/dead_letters
       WHERE handler = '' AND requeued_at IS NULL)
-        AS dead_letters
+        AS dead_letters,
+    -- The oldest snapshot or xid anyone holds, which vacuum must respect
+    -- (FAULTS.md T14; idle after a statement, a transaction keeps its xid but
+    -- not its snapshot): sessions (needs pg_read_all_stats to see other
+    -- roles' xact_start, which outbox_relay is not granted: then it shows
+    -- this role's own) and prepared transactions.
+    greatest(
+        (SELECT extract(epoch FROM now() - min(coalesce(a.xact_start, a.query_start)))::bigint
+           FROM pg_stat_activity AS a
+          WHERE (a.backend_xmin IS NOT NULL OR a.backend_xid IS NOT NULL)
+            AND a.pid <> pg_backend_pid()),
+        (SELECT extract(epoch FROM now() - min(p.prepared))::bigint FROM pg_prepared_xacts AS p),
+        0) AS horizon_age_s
   FROM pg_stat_user_tables AS t
  WHERE t.schemaname = $1 AND t.relname = 'events'

@@ -179,4 +179,15 @@ int obx_bench_consume_latency(const struct obx_bench_env *env, PGconn *conn, int
 int obx_bench_relay_latency(const struct obx_bench_env *env, int rate_per_s, double seconds,
                             double *p50_ms, double *p99_ms, long long *samples);
 
+/*
+ * A subscriber noting when each message tagged {"seq":N,... (N < `slots`)
+ * arrived on `subjects` (ack_watch_nats.c); exits 1 when it cannot subscribe.
+ * An arrival is in obx_bench_now() seconds, 0 until seen.
+ */
+struct obx_bench_ack_watch;
+struct obx_bench_ack_watch *obx_bench_ack_watch_start(const char *url, const char *subjects,
+                                                      long long slots);
+double obx_bench_ack_watch_arrival(struct obx_bench_ack_watch *w, long long seq);
+void obx_bench_ack_watch_stop(struct obx_bench_ack_watch *w);
+
 #endif

@@ -82,7 +82,10 @@ api_request(natsConnection *nc, const char *verb, const char *stream, const char
     char subject[160];
 
     snprintf(subject, sizeof(subject), "$JS.API.STREAM.%s.%s", verb, stream);
-    return obx_js_api_request(nc, subject, body, "asking jetstream about the stream", reply, err);
+    return obx_js_api_request(nc, subject, body,
+                              strcmp(verb, "INFO") == 0 ? OBX_JS_API_INFO_TIMEOUT_MS
+                                                        : OBX_JS_API_TIMEOUT_MS,
+                              "asking jetstream about the stream", reply, err);
 }
 
 /* The stream's config object (owned), or NULL in *config when there is no such stream. */

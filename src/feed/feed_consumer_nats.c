@@ -43,7 +43,10 @@ consumer_request(natsConnection *nc, const struct obx_consumer_spec *spec, const
 
     snprintf(subject, sizeof(subject), "$JS.API.CONSUMER.%s.%s.%s", verb, spec->stream,
              spec->consumer);
-    return obx_js_api_request(nc, subject, body, "asking jetstream about the consumer", reply, err);
+    return obx_js_api_request(nc, subject, body,
+                              strcmp(verb, "INFO") == 0 ? OBX_JS_API_INFO_TIMEOUT_MS
+                                                        : OBX_JS_API_TIMEOUT_MS,
+                              "asking jetstream about the consumer", reply, err);
 }
 
 /* The consumer's config (owned), or NULL in *config when it (or its stream) is missing. */

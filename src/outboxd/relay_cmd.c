@@ -52,6 +52,8 @@ const struct obx_metric_def obx_relay_gauges[] = {
      "claim-index entries a lease read, between the last two samples"},
     {OUTBOX_RELAY_ROWS_SCANNED_PER_LEASE, "outbox_relay_rows_scanned_per_lease",
      "table rows a lease read (leased or stepped over), between the last two samples"},
+    {OUTBOX_RELAY_XMIN_HORIZON_AGE_SECONDS, "outbox_relay_xmin_horizon_age_seconds",
+     "age of the oldest transaction holding back vacuum's xmin horizon (alert over 300)"},
 };
 
 const struct obx_metric_def obx_relay_histograms[] = {

@@ -27,6 +27,7 @@ enum {
     HEALTH_EVERY_MS = 5000,  /* the gauges' sample period */
     PRUNE_BATCH_ROWS = 1000, /* rows per retention delete, so no pass holds locks long */
     PRUNE_BATCHES_PER_PASS = 20,
+    CONNECTED_PAUSE_MAX_MS = 1000, /* longest broker pause while the connection stands */
 };
 
 static double
@@ -117,11 +118,23 @@ ensure_stream(struct outbox_relay *relay, outbox_error *err)
     return OUTBOX_OK;
 }
 
-/* The broker failed us: logged once per outage, and the next pause is longer. */
+/*
+ * The broker failed us: logged once per outage, and the next pause is
+ * longer - up to OBX_PAUSE_MAX_MS while the connection itself is lost
+ * (nats.c reconnects meanwhile), but at most CONNECTED_PAUSE_MAX_MS while
+ * it stands. A connected server that cannot store is, on a cluster, a
+ * stream leader election (4-10 s, FACTS 18): it ends by itself, and a pause
+ * grown to 8-10 s by then would add as much again to the outage. A try
+ * costs one batch leased and handed back, so once a second stays cheap.
+ */
 static void
 broker_failing(struct outbox_relay *relay, const char *why)
 {
     obx_worker_link_down(&relay->w, &relay->broker, why);
+    if (relay->bus != NULL && obx_bus_is_connected(relay->bus) &&
+        relay->broker.pause_ms > CONNECTED_PAUSE_MAX_MS) {
+        relay->broker.pause_ms = CONNECTED_PAUSE_MAX_MS;
+    }
     /* A stream lost with the server's store is made again once the broker answers. */
     relay->stream_ready = 0;
 }
@@ -369,6 +382,21 @@ first_unavailable(const struct obx_relay_batch *b)
     return NULL;
 }
 
+/* "publish failed", with the broker's reason: an election's "no responders" reads unlike a lost
+ * server. */
+static const char *
+publish_failure(const struct obx_relay_batch *b, char *why, size_t len)
+{
+    const char *reason = first_unavailable(b);
+
+    if (reason == NULL && b->count > 0) {
+        reason = b->rows[0].reason; /* the send itself failed: every row holds why */
+    }
+    snprintf(why, len, "publish failed%s%s", reason != NULL && reason[0] != '\0' ? ": " : "",
+             reason != NULL ? reason : "");
+    return why;
+}
+
 /*
  * The crash-loop test's poison row (FAULTS T10): a relay that leases an
  * event of this type dies before it can finish, as if the row crashed it.
@@ -410,57 +438,137 @@ crash_after_publish_if_asked(struct outbox_relay *relay, const struct obx_relay_
     }
 }
 
+/* A leased batch and, once sent, its messages whose acks are in flight. */
+struct flight {
+    struct obx_lease lease;
+    struct obx_relay_batch batch; /* prepared by send_flight() */
+    int sent;                     /* its messages went out; collect before finishing */
+    double sent_at;               /* monotonic seconds, for the publish histogram */
+};
+
+static void
+flight_fini(struct flight *f)
+{
+    obx_relay_batch_fini(&f->batch);
+    obx_lease_fini(&f->lease);
+    memset(f, 0, sizeof(*f));
+}
+
+/* 1 if a lease of the batch ran out before (its rows are suspects or their batch mates). */
+static int
+has_taken_over_rows(const struct obx_lease *lease)
+{
+    for (size_t i = 0; i < lease->count; i++) {
+        if (obx_lease_expiries(lease, i) > 0) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 /*
- * Publishes `cur`, leasing `next` while its acks are in flight, then
- * finishes `cur`. Returns 1 when the broker failed the batch for a
- * transport reason (the caller pauses).
+ * Prepares the batch of `f` and sends its messages without waiting for
+ * acks. Returns 0 when sent (or nothing was publishable), 1 when the
+ * broker refused it (the batch is prepared, every publishable row marked
+ * RELEASE), -1 when out of memory (nothing prepared: the lease expires).
  */
 static int
-publish_batch(struct outbox_relay *relay, const struct obx_lease *cur, struct obx_lease *next)
+send_flight(struct outbox_relay *relay, struct flight *f)
 {
     size_t max_body = obx_bus_body_limit(obx_bus_max_payload(relay->bus));
-    struct obx_relay_batch b;
     outbox_error err = {0};
-    int transport_failed = 0;
-    char why[256] = "publish failed";
-    double started;
 
-    memset(next, 0, sizeof(*next));
-    if (obx_relay_batch_prepare(&b, cur, relay->w.cfg.subject_prefix, max_body, &err) !=
-        OUTBOX_OK) {
-        return 0; /* out of memory: the lease expires and another turn retries */
+    if (obx_relay_batch_prepare(&f->batch, &f->lease, relay->w.cfg.subject_prefix, max_body,
+                                &err) != OUTBOX_OK) {
+        return -1;
     }
-    crash_if_asked(relay, &b);
-    started = obx_monotonic_seconds();
-    if (b.msg_count > 0 && obx_bus_send(relay->bus, b.msgs, b.msg_count, &err) != OUTBOX_OK) {
+    crash_if_asked(relay, &f->batch);
+    f->sent_at = obx_monotonic_seconds();
+    if (f->batch.msg_count > 0 &&
+        obx_bus_send(relay->bus, f->batch.msgs, f->batch.msg_count, &err) != OUTBOX_OK) {
         obx_log(OUTBOX_LOG_ERROR, "publish failed relay=%s error=\"%s\"", relay->w.name,
                 err.message);
-        obx_relay_batch_set_all(&b, OBX_ROW_RELEASE, err.message);
-        transport_failed = 1;
-    } else {
-        if (!obx_worker_stopping(&relay->w)) {
-            lease_batch(relay, next); /* overlaps with the acks of `cur` */
-        }
-        if (b.msg_count > 0) {
-            obx_bus_collect(relay->bus, b.results, b.msg_count, &err);
-            obx_worker_observe(&relay->w, OUTBOX_RELAY_PUBLISH_SECONDS, seconds_since(started));
-        }
-        obx_relay_batch_apply_results(&b);
-        if (first_unavailable(&b) != NULL) {
-            /* Named in the log: an election's "no responders" reads unlike a lost server. */
-            snprintf(why, sizeof(why), "publish failed: %s", first_unavailable(&b));
-            transport_failed = 1;
-        }
-        crash_after_publish_if_asked(relay, &b);
+        obx_relay_batch_set_all(&f->batch, OBX_ROW_RELEASE, err.message);
+        return 1;
     }
-    if (transport_failed) {
-        broker_failing(relay, why);
-    } else if (b.msg_count > 0) {
+    f->sent = 1;
+    return 0;
+}
+
+/* Waits for the acks of a sent batch and maps them onto its rows; 1 if the broker failed it. */
+static int
+collect_flight(struct outbox_relay *relay, struct flight *f)
+{
+    outbox_error err = {0};
+
+    if (f->batch.msg_count > 0) {
+        obx_bus_collect(relay->bus, f->batch.results, f->batch.msg_count, &err);
+        obx_worker_observe(&relay->w, OUTBOX_RELAY_PUBLISH_SECONDS, seconds_since(f->sent_at));
+    }
+    f->sent = 0;
+    obx_relay_batch_apply_results(&f->batch);
+    crash_after_publish_if_asked(relay, &f->batch);
+    return first_unavailable(&f->batch) != NULL;
+}
+
+/* A batch the loop leaves behind (stop, broker gone): settled if sent, else handed back. */
+static void
+settle_flight(struct outbox_relay *relay, struct flight *f, int delay_ms, const char *reason)
+{
+    if (f->sent) {
+        int failed = collect_flight(relay, f);
+
+        finish_batch(relay, &f->lease, &f->batch, failed ? delay_ms : 0);
+    } else {
+        release_lease(relay, &f->lease, delay_ms, reason);
+    }
+    flight_fini(f);
+}
+
+/*
+ * Publishes `cur` (unless the turn before already sent it), leasing `next`
+ * while its acks are in flight; then sends `next` before finishing `cur`,
+ * so that the finish, like the lease, runs while acks are on their way.
+ * Rows whose lease ran out before (suspects and their batch mates) are
+ * never sent ahead: a row that crashes relays must not take a finished
+ * batch down with it (FAULTS T10). Returns 1 when the broker failed a
+ * batch for a transport reason (the caller hands `next` back and pauses).
+ */
+static int
+publish_batch(struct outbox_relay *relay, struct flight *cur, struct flight *next)
+{
+    int cur_failed = 0, next_failed = 0, st;
+    char why[256];
+
+    memset(next, 0, sizeof(*next));
+    if (!cur->sent) {
+        st = send_flight(relay, cur);
+        if (st < 0) {
+            return 0; /* out of memory: the lease expires and another turn retries */
+        }
+        cur_failed = st;
+    }
+    if (!cur_failed) {
+        if (!obx_worker_stopping(&relay->w)) {
+            lease_batch(relay, &next->lease); /* overlaps with the acks of `cur` */
+        }
+        cur_failed = collect_flight(relay, cur);
+    }
+    if (cur_failed) {
+        broker_failing(relay, publish_failure(&cur->batch, why, sizeof(why)));
+    } else if (cur->batch.msg_count > 0) {
         obx_worker_link_up(&relay->w, &relay->broker, "connected", NULL);
     }
-    finish_batch(relay, cur, &b, transport_failed ? relay->broker.pause_ms : 0);
-    obx_relay_batch_fini(&b);
-    return transport_failed;
+    if (!cur_failed && next->lease.count > 0 && !obx_worker_stopping(&relay->w) &&
+        !has_taken_over_rows(&cur->lease) && !has_taken_over_rows(&next->lease)) {
+        next_failed = send_flight(relay, next) > 0;
+        if (next_failed) {
+            broker_failing(relay, publish_failure(&next->batch, why, sizeof(why)));
+            obx_relay_batch_fini(&next->batch); /* handed back by the caller */
+        }
+    }
+    finish_batch(relay, &cur->lease, &cur->batch, cur_failed ? relay->broker.pause_ms : 0);
+    return cur_failed || next_failed;
 }
 
 /* Mark mode keeps published rows for replay; this removes them after the retention. */
@@ -532,6 +640,8 @@ maybe_sample_health(struct outbox_relay *relay)
     obx_worker_gauge(&relay->w, OUTBOX_RELAY_TABLE_LAST_VACUUM_UNIX,
                      (unsigned long long)h.last_vacuum_unix);
     obx_worker_gauge(&relay->w, OUTBOX_RELAY_DEAD_LETTERS, (unsigned long long)h.dead_letters);
+    obx_worker_gauge(&relay->w, OUTBOX_RELAY_XMIN_HORIZON_AGE_SECONDS,
+                     (unsigned long long)h.horizon_age_s);
     relay->health = h;
 }
 
@@ -555,7 +665,7 @@ wait_for_work(struct outbox_relay *relay, int idle_ms)
 static void
 run_loop(struct outbox_relay *relay)
 {
-    struct obx_lease cur = {0}, next = {0};
+    struct flight cur = {0}, next = {0};
     int idle_ms = POLL_MIN_MS;
 
     while (!obx_worker_stopping(&relay->w)) {
@@ -566,17 +676,16 @@ run_loop(struct outbox_relay *relay)
         if (!ensure_bus(relay)) {
             /* A batch leased before the broker went away goes back, deferred, rather than
              * wait out the outage under a lease that would expire and count against it. */
-            release_lease(relay, &cur, relay->broker.pause_ms, "broker unavailable");
-            obx_lease_fini(&cur);
+            settle_flight(relay, &cur, relay->broker.pause_ms, "broker unavailable");
             obx_pause_ms(&relay->w.stop_requested, relay->broker.pause_ms);
             continue;
         }
         maybe_maintain(relay);
-        if (cur.count == 0) {
-            obx_lease_fini(&cur);
-            lease_batch(relay, &cur);
+        if (cur.lease.count == 0) {
+            flight_fini(&cur);
+            lease_batch(relay, &cur.lease);
         }
-        if (cur.count == 0) {
+        if (cur.lease.count == 0) {
             wait_for_work(relay, idle_ms);
             idle_ms =
                 idle_ms * 2 > relay->w.cfg.poll_max_ms ? relay->w.cfg.poll_max_ms : idle_ms * 2;
@@ -585,19 +694,17 @@ run_loop(struct outbox_relay *relay)
         idle_ms = POLL_MIN_MS;
         if (publish_batch(relay, &cur, &next)) {
             /* The broker is away: hand the next batch back too, then wait. */
-            release_lease(relay, &next, relay->broker.pause_ms, "broker unavailable");
-            obx_lease_fini(&next);
+            settle_flight(relay, &next, relay->broker.pause_ms, "broker unavailable");
             obx_log(OUTBOX_LOG_WARN, "publishing paused relay=%s pause_ms=%d", relay->w.name,
                     relay->broker.pause_ms);
             obx_pause_ms(&relay->w.stop_requested, relay->broker.pause_ms);
         }
-        obx_lease_fini(&cur);
+        flight_fini(&cur);
         cur = next;
         memset(&next, 0, sizeof(next));
     }
-    /* Stopping: a batch leased but not yet published goes back at once. */
-    release_lease(relay, &cur, 0, "relay stopping");
-    obx_lease_fini(&cur);
+    /* Stopping: a batch in flight is settled, one leased but not yet sent goes back at once. */
+    settle_flight(relay, &cur, 0, "relay stopping");
 }
 
 outbox_status

@@ -144,6 +144,7 @@ struct obx_store_health {
     long long claim_index_scans;    /* scans of it, ever */
     long long claim_index_fetches;  /* live table rows those scans fetched, ever */
     long long dead_letters;         /* the relay's own, not requeued */
+    long long horizon_age_s;        /* oldest xmin holder: session or prepared transaction */
 };
 
 /* One sample (outbox_health.sql). */

@@ -46,6 +46,7 @@ obx_store_health(struct obx_store *store, struct obx_store_health *out, outbox_e
             .claim_index_scans = value_at(res, 5),
             .claim_index_fetches = value_at(res, 6),
             .dead_letters = value_at(res, 7),
+            .horizon_age_s = value_at(res, 8),
         };
     } else if (status == OUTBOX_OK) {
         status = obx_fail(err, OUTBOX_EDB, "no statistics for the outbox table");

@@ -16,14 +16,14 @@
 #include "common/banned.h" /* last: poisons unsafe functions */
 
 outbox_status
-obx_js_api_request(natsConnection *nc, const char *subject, const char *body, const char *doing,
-                   json_t **reply, outbox_error *err)
+obx_js_api_request(natsConnection *nc, const char *subject, const char *body, int timeout_ms,
+                   const char *doing, json_t **reply, outbox_error *err)
 {
     natsMsg *msg = NULL;
     json_t *parsed;
     natsStatus ns;
 
-    ns = natsConnection_RequestString(&msg, nc, subject, body, OBX_JS_API_TIMEOUT_MS);
+    ns = natsConnection_RequestString(&msg, nc, subject, body, timeout_ms);
     if (ns != NATS_OK) {
         /* No responders: JetStream is not enabled, or not up yet. */
         return obx_nats_fail(err, ns, OUTBOX_EUNAVAILABLE, doing);

@@ -157,38 +157,73 @@ run_once(struct bench_state *s, int which)
     return events;
 }
 
-/* Transactions per second of case `which` over `seconds`, and events per second. */
+/* What one case did in one round, summed over its slices. */
+struct tally {
+    long tx, events;
+    double seconds;
+};
+
+/* Runs case `which` for about `seconds`, adding to `t`. */
 static void
-measure(struct bench_state *s, int which, double seconds, double *tx_per_s, double *ev_per_s)
+run_slice(struct bench_state *s, int which, double seconds, struct tally *t)
 {
     double start = obx_bench_now(), elapsed;
-    long tx = 0, events = 0;
 
     do {
-        events += run_once(s, which);
-        tx++;
+        t->events += run_once(s, which);
+        t->tx++;
         elapsed = obx_bench_now() - start;
     } while (elapsed < seconds);
-    *tx_per_s = (double)tx / elapsed;
-    *ev_per_s = (double)events / elapsed;
+    t->seconds += elapsed;
 }
 
-/* Every case: its name, events per transaction, and the raw case it is compared with. */
+/*
+ * One round: every selected case for `seconds`, in slices of 1/SLICES_PER_S s taken
+ * in turn, so the commit latency of a shared disk, which swings from one
+ * second to the next, falls on every case alike.
+ */
+enum { SLICES_PER_S = 4 };
+
+static void
+run_round(struct bench_state *s, const int run[], double seconds, double tx[], double ev[])
+{
+    struct tally t[CASES] = {{0}};
+    int slices = (int)(seconds * SLICES_PER_S + 0.5);
+
+    slices = slices < 1 ? 1 : slices;
+    for (int i = 0; i < slices; i++) {
+        for (int c = 0; c < CASES; c++) {
+            if (run[c]) {
+                run_slice(s, c, seconds / slices, &t[c]);
+            }
+        }
+    }
+    for (int c = 0; c < CASES; c++) {
+        tx[c] = t[c].seconds > 0 ? (double)t[c].tx / t[c].seconds : 0;
+        ev[c] = t[c].seconds > 0 ? (double)t[c].events / t[c].seconds : 0;
+    }
+}
+
+/* Every case: its name, events per transaction, the raw case it is compared with, and for
+ * enqueue_sql_batch the floor of one statement per event. */
 static const struct {
     const char *name;
     int batch;
     int baseline; /* -1: it is a baseline */
+    int floor;    /* -1: none */
 } cases[CASES] = {
-    {"business_only", 1, -1},
-    {"raw_insert_single", 1, -1},
-    {"enqueue_single", 1, 1},
-    {"raw_insert_batch", BATCH, -1},
-    {"enqueue_batch", BATCH, 3},
-    {"raw_insert_one", 1, -1},
-    {"enqueue_sql_single", 1, C_CASES + OBX_BENCH_RAW_INSERT_ONE},
-    {"raw_insert_select", OBX_BENCH_SQL_BATCH_SIZE, -1},
-    {"enqueue_sql_batch", OBX_BENCH_SQL_BATCH_SIZE, C_CASES + OBX_BENCH_RAW_INSERT_SELECT},
-    {"enqueue_sql_many", OBX_BENCH_SQL_BATCH_SIZE, C_CASES + OBX_BENCH_RAW_INSERT_SELECT},
+    {"business_only", 1, -1, -1},
+    {"raw_insert_single", 1, -1, -1},
+    {"enqueue_single", 1, 1, -1},
+    {"raw_insert_batch", BATCH, -1, -1},
+    {"enqueue_batch", BATCH, 3, -1},
+    {"raw_insert_one", 1, -1, -1},
+    {"enqueue_sql_single", 1, C_CASES + OBX_BENCH_RAW_INSERT_ONE, -1},
+    {"raw_insert_select", OBX_BENCH_SQL_BATCH_SIZE, -1, -1},
+    {"raw_call_batch", OBX_BENCH_SQL_BATCH_SIZE, -1, -1},
+    {"enqueue_sql_batch", OBX_BENCH_SQL_BATCH_SIZE, C_CASES + OBX_BENCH_RAW_INSERT_SELECT,
+     C_CASES + OBX_BENCH_RAW_CALL_BATCH},
+    {"enqueue_sql_many", OBX_BENCH_SQL_BATCH_SIZE, C_CASES + OBX_BENCH_RAW_INSERT_SELECT, -1},
 };
 
 /* The cases `--case` asks for: that case, its baseline, and business_only for the C single. */
@@ -207,13 +242,16 @@ select_cases(const char *only, int run[CASES])
             if (cases[c].baseline >= 0) {
                 run[cases[c].baseline] = 1;
             }
+            if (cases[c].floor >= 0) {
+                run[cases[c].floor] = 1;
+            }
             if (c == 1 || c == 2) {
                 run[0] = 1;
             }
         }
     }
     if (only != NULL && !found) {
-        fprintf(stderr, "outbox-bench: --only: no enqueue case named \"%s\"\n", only);
+        fprintf(stderr, "outbox-bench: --case: no enqueue case named \"%s\"\n", only);
         exit(2);
     }
 }
@@ -242,6 +280,10 @@ emit_results(double tx[CASES], double ev[CASES], const int run[CASES],
             json_object_set_new(line, "baseline", json_string(cases[cases[c].baseline].name));
             json_object_set_new(line, "ratio_to_raw", json_real(ev[c] / ev[cases[c].baseline]));
         }
+        if (cases[c].floor >= 0 && run[cases[c].floor]) {
+            json_object_set_new(line, "floor", json_string(cases[cases[c].floor].name));
+            json_object_set_new(line, "ratio_to_floor", json_real(ev[c] / ev[cases[c].floor]));
+        }
         obx_bench_emit(line);
     }
 }
@@ -251,7 +293,7 @@ obx_bench_enqueue(const struct obx_bench_env *env)
 {
     struct bench_state s = {0};
     double tx[CASES][OBX_BENCH_MAX_ROUNDS] = {{0}}, ev[CASES][OBX_BENCH_MAX_ROUNDS] = {{0}};
-    double tx_med[CASES] = {0}, ev_med[CASES] = {0};
+    double tx_med[CASES] = {0}, ev_med[CASES] = {0}, round_tx[CASES], round_ev[CASES];
     int rounds = env->rounds; /* 1..OBX_BENCH_MAX_ROUNDS, checked by main */
     int run[CASES];
 
@@ -259,17 +301,13 @@ obx_bench_enqueue(const struct obx_bench_env *env)
     s.conn = obx_bench_connect(env);
     setup(s.conn);
     obx_bench_sql_prepare(s.conn);
-    for (int c = 0; c < CASES; c++) {
-        if (run[c]) {
-            measure(&s, c, env->seconds / 4, &tx[c][0], &ev[c][0]); /* warm-up */
-        }
-    }
+    run_round(&s, run, env->seconds / 4, round_tx, round_ev); /* warm-up */
     /* Interleaved rounds, so drift of a shared machine hits every case alike. */
     for (int r = 0; r < rounds; r++) {
+        run_round(&s, run, env->seconds, round_tx, round_ev);
         for (int c = 0; c < CASES; c++) {
-            if (run[c]) {
-                measure(&s, c, env->seconds, &tx[c][r], &ev[c][r]);
-            }
+            tx[c][r] = round_tx[c];
+            ev[c][r] = round_ev[c];
         }
     }
     for (int c = 0; c < CASES; c++) {

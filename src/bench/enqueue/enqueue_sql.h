@@ -14,6 +14,7 @@ enum obx_bench_sql_case {
     OBX_BENCH_RAW_INSERT_ONE,    /* one raw row, its own transaction */
     OBX_BENCH_SQL_SINGLE,        /* one outbox.enqueue(), its own transaction */
     OBX_BENCH_RAW_INSERT_SELECT, /* INSERT ... SELECT of 100 envelopes from one jsonb array */
+    OBX_BENCH_RAW_CALL_BATCH,    /* BEGIN; 100 calls of a function doing one raw INSERT; COMMIT */
     OBX_BENCH_SQL_BATCH,         /* BEGIN; 100 outbox.enqueue() calls; COMMIT */
     OBX_BENCH_SQL_MANY,          /* one outbox.enqueue_many() of 100 events */
     OBX_BENCH_SQL_CASES

@@ -12,6 +12,9 @@
  *   raw_insert_select  one INSERT ... SELECT of 100 envelopes out of one
  *                      jsonb array parameter (what an ORM's bulk insert of
  *                      prebuilt rows costs)
+ *   raw_call_batch     BEGIN; 100 x SELECT bench_raw_call(...); COMMIT, a
+ *                      PL/pgSQL function that does one raw INSERT and
+ *                      nothing else: the floor of one statement per event
  *   enqueue_sql_batch  BEGIN; 100 x SELECT outbox.enqueue(...); COMMIT
  *   enqueue_sql_many   one SELECT outbox.enqueue_many($1) of 100 events
  */
@@ -37,11 +40,19 @@ static const char *const statements[][2] = {
      "SELECT (e ->> 'id')::uuid, e ->> 'aggregate_type', (e ->> 'aggregate_id')::uuid, "
      "e ->> 'event_type', e FROM jsonb_array_elements($1::jsonb) AS e"},
     {"bench_sql_many", "SELECT outbox.enqueue_many($1::jsonb)"},
+    {"bench_raw_call", "SELECT bench_raw_call($1::uuid, $2, $3::uuid, $4, $5::jsonb)"},
 };
+
+static const char raw_call_function[] =
+    "CREATE OR REPLACE FUNCTION bench_raw_call(id uuid, aggregate_type text, aggregate_id uuid, "
+    "event_type text, envelope jsonb) RETURNS uuid LANGUAGE plpgsql AS $fn$ BEGIN "
+    "INSERT INTO bench_raw_events (id, aggregate_type, aggregate_id, event_type, envelope) "
+    "VALUES (id, aggregate_type, aggregate_id, event_type, envelope); RETURN id; END $fn$";
 
 void
 obx_bench_sql_prepare(PGconn *conn)
 {
+    obx_bench_exec(conn, raw_call_function);
     for (size_t i = 0; i < sizeof(statements) / sizeof(statements[0]); i++) {
         PGresult *res = PQprepare(conn, statements[i][0], statements[i][1], 0, NULL);
 
@@ -91,8 +102,9 @@ append_envelope(struct obx_buf *b, const char *id, const char *aggregate_id)
                     id, aggregate_id, obx_bench_payload);
 }
 
+/* One raw row, by the INSERT itself or by `statement` (bench_raw_call). */
 static int
-raw_insert_one(PGconn *conn)
+raw_insert_one(PGconn *conn, const char *statement)
 {
     char id[37], aggregate_id[37];
     struct obx_buf env;
@@ -107,7 +119,7 @@ raw_insert_one(PGconn *conn)
     params[2] = aggregate_id;
     params[3] = "review.logged";
     params[4] = env.data;
-    run_prepared(conn, "bench_raw_one", 5, params);
+    run_prepared(conn, statement, 5, params);
     obx_buf_fini(&env);
     return 1;
 }
@@ -158,12 +170,19 @@ obx_bench_sql_run(PGconn *conn, enum obx_bench_sql_case which)
 {
     switch (which) {
     case OBX_BENCH_RAW_INSERT_ONE:
-        return raw_insert_one(conn);
+        return raw_insert_one(conn, "bench_raw_one");
     case OBX_BENCH_SQL_SINGLE:
         sql_enqueue_one(conn);
         return 1;
     case OBX_BENCH_RAW_INSERT_SELECT:
         return run_array(conn, 1);
+    case OBX_BENCH_RAW_CALL_BATCH:
+        obx_bench_exec(conn, "BEGIN");
+        for (int i = 0; i < BATCH; i++) {
+            raw_insert_one(conn, "bench_raw_call");
+        }
+        obx_bench_exec(conn, "COMMIT");
+        return BATCH;
     case OBX_BENCH_SQL_BATCH:
         obx_bench_exec(conn, "BEGIN");
         for (int i = 0; i < BATCH; i++) {

@@ -28,26 +28,46 @@ enum { WRITERS = 4, RELAYS = 2, PER_TX = 100, SAMPLE_MS = 250 };
 
 struct writer {
     const struct obx_bench_env *env; /* pointed at the fresh database */
-    int sql;                         /* 1: outbox.enqueue() calls, 0: outbox_enqueue_batch() */
-    double rate_per_s;               /* this writer's share */
+    int index;
+    int sql;           /* 1: outbox.enqueue() calls, 0: outbox_enqueue_batch() */
+    double rate_per_s; /* this writer's share */
     double seconds;
+    long long max_tx;  /* transactions this writer may commit: its seq range */
+    double *commit_at; /* by transaction, obx_bench_now() when its COMMIT returned */
     long long written;
     pthread_t thread;
 };
 
+/* The bench's payload tagged with the event's number: {"seq":N,"stars":5,...}. */
+static void
+tagged_payload(char *out, size_t cap, long long seq)
+{
+    /* cap (1024) holds the ~330-byte payload and the tag with room to spare. */
+    snprintf(out, cap, "{\"seq\":%lld,%s", seq, obx_bench_payload + 1);
+}
+
+static long long
+first_seq(const struct writer *w, long long tx)
+{
+    return ((long long)w->index * w->max_tx + tx) * PER_TX;
+}
+
 /* One transaction of PER_TX outbox.enqueue() calls, one statement each, as a service sends. */
 static void
-write_sql_batch(PGconn *conn)
+write_sql_batch(PGconn *conn, long long seq)
 {
-    const char *params[] = {obx_bench_payload};
+    char payload[1024];
+    const char *params[] = {payload};
 
     obx_bench_exec(conn, "BEGIN");
     for (int i = 0; i < PER_TX; i++) {
-        PGresult *res = PQexecParams(conn,
-                                     "SELECT outbox.enqueue('movie', gen_random_uuid(), "
-                                     "'review.logged', $1::jsonb)",
-                                     1, NULL, params, NULL, NULL, 0);
+        PGresult *res;
 
+        tagged_payload(payload, sizeof(payload), seq + i);
+        res = PQexecParams(conn,
+                           "SELECT outbox.enqueue('movie', gen_random_uuid(), "
+                           "'review.logged', $1::jsonb)",
+                           1, NULL, params, NULL, NULL, 0);
         if (PQresultStatus(res) != PGRES_TUPLES_OK) {
             fprintf(stderr, "outbox-bench: outbox.enqueue failed: %s", PQerrorMessage(conn));
             exit(1);
@@ -57,6 +77,33 @@ write_sql_batch(PGconn *conn)
     obx_bench_exec(conn, "COMMIT");
 }
 
+/* One outbox_enqueue_batch() of PER_TX events in a transaction. */
+static void
+write_c_batch(PGconn *conn, long long seq)
+{
+    char payload[1024];
+    outbox_event *events[PER_TX];
+    outbox_error err;
+
+    for (int i = 0; i < PER_TX; i++) {
+        events[i] = obx_bench_event();
+        tagged_payload(payload, sizeof(payload), seq + i);
+        if (outbox_event_set_payload_json(events[i], payload, strlen(payload), &err) != OUTBOX_OK) {
+            fprintf(stderr, "outbox-bench: payload: %s\n", err.message);
+            exit(1);
+        }
+    }
+    obx_bench_exec(conn, "BEGIN");
+    if (outbox_enqueue_batch(conn, events, PER_TX, &err) != OUTBOX_OK) {
+        fprintf(stderr, "outbox-bench: enqueue failed: %s\n", err.message);
+        exit(1);
+    }
+    obx_bench_exec(conn, "COMMIT");
+    for (int i = 0; i < PER_TX; i++) {
+        outbox_event_free(events[i]);
+    }
+}
+
 static void *
 writer_main(void *arg)
 {
@@ -64,7 +111,7 @@ writer_main(void *arg)
     PGconn *conn = obx_bench_connect(w->env);
     double start = obx_bench_now();
 
-    for (long long tx = 0;; tx++) {
+    for (long long tx = 0; tx < w->max_tx; tx++) {
         double due = (double)(tx * PER_TX) / w->rate_per_s;
 
         if (due >= w->seconds || obx_bench_now() - start >= w->seconds) {
@@ -72,10 +119,11 @@ writer_main(void *arg)
         }
         obx_bench_pace(start, due);
         if (w->sql) {
-            write_sql_batch(conn);
+            write_sql_batch(conn, first_seq(w, tx));
         } else {
-            obx_bench_write_batch(conn, PER_TX);
+            write_c_batch(conn, first_seq(w, tx));
         }
+        w->commit_at[tx] = obx_bench_now();
         w->written += PER_TX;
     }
     PQfinish(conn);
@@ -225,39 +273,95 @@ start_writers(struct writer *writers, const struct obx_bench_env *fresh, int sql
               double seconds)
 {
     for (int i = 0; i < WRITERS; i++) {
-        writers[i] = (struct writer){
-            .env = fresh, .sql = sql, .rate_per_s = rate / WRITERS, .seconds = seconds};
-        if (pthread_create(&writers[i].thread, NULL, writer_main, &writers[i]) != 0) {
+        writers[i] = (struct writer){.env = fresh,
+                                     .index = i,
+                                     .sql = sql,
+                                     .rate_per_s = rate / WRITERS,
+                                     .seconds = seconds,
+                                     .max_tx = (long long)(seconds * rate / WRITERS / PER_TX) + 1};
+        writers[i].commit_at = calloc((size_t)writers[i].max_tx, sizeof(double));
+        if (writers[i].commit_at == NULL ||
+            pthread_create(&writers[i].thread, NULL, writer_main, &writers[i]) != 0) {
             fprintf(stderr, "outbox-bench: cannot start writer thread %d\n", i);
             abort(); /* the relays and writers already running cannot be joined cleanly */
         }
     }
 }
 
-/* What the table holds once drained: bytes per retained row, and the time each row waited. */
-struct after {
-    long long rows, bytes_per_row;
-    double wait_p50_ms, wait_p99_ms;
-};
+/* Commit-to-ack of every event the watch saw, in ms: p50 and p99; returns the samples. */
+static long long
+commit_to_ack(struct writer *writers, struct obx_bench_ack_watch *watch, double *p50, double *p99)
+{
+    long long total = 0, n = 0;
+    double *ms;
+
+    for (int w = 0; w < WRITERS; w++) {
+        total += writers[w].written;
+    }
+    ms = calloc((size_t)(total > 0 ? total : 1), sizeof(*ms));
+    if (ms == NULL) {
+        fprintf(stderr, "outbox-bench: out of memory\n");
+        exit(1);
+    }
+    for (int w = 0; w < WRITERS; w++) {
+        for (long long tx = 0; tx < writers[w].written / PER_TX; tx++) {
+            for (int i = 0; i < PER_TX; i++) {
+                double at = obx_bench_ack_watch_arrival(watch, first_seq(&writers[w], tx) + i);
+
+                if (at > 0 && n < total) {
+                    double d = (at - writers[w].commit_at[tx]) * 1000;
+
+                    ms[n++] = d > 0 ? d : 0;
+                }
+            }
+        }
+    }
+    *p50 = n ? obx_bench_median(ms, (int)n) : -1;
+    *p99 = n ? ms[(n * 99) / 100 < n ? (n * 99) / 100 : n - 1] : -1; /* sorted by median() */
+    free(ms);
+    return n;
+}
+
+/* What the table holds once drained: bytes per retained row. */
+static long long
+bytes_per_row(PGconn *conn)
+{
+    return obx_bench_scalar(conn, "SELECT pg_total_relation_size('outbox.events') / "
+                                  "greatest(count(*), 1) FROM outbox.events");
+}
+
+static long long
+wal_position(PGconn *conn)
+{
+    return obx_bench_scalar(conn, "SELECT pg_current_wal_lsn() - '0/0'");
+}
 
 static void
-measure_after(PGconn *conn, struct after *a)
+set_number(json_t *line, const char *key, double value)
 {
-    PGresult *res = PQexec(
-        conn, "SELECT count(*), pg_total_relation_size('outbox.events') / greatest(count(*), 1), "
-              "1000 * extract(epoch FROM percentile_cont(0.5) WITHIN GROUP "
-              "(ORDER BY published_at - created_at)), "
-              "1000 * extract(epoch FROM percentile_cont(0.99) WITHIN GROUP "
-              "(ORDER BY published_at - created_at)) "
-              "FROM outbox.events WHERE status = 'done'");
+    json_object_set_new(line, key, json_real(value));
+}
 
-    if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1) {
-        a->rows = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
-        a->bytes_per_row = strtoll(PQgetvalue(res, 0, 1), NULL, 10);
-        a->wait_p50_ms = strtod(PQgetvalue(res, 0, 2), NULL);
-        a->wait_p99_ms = strtod(PQgetvalue(res, 0, 3), NULL);
-    }
-    PQclear(res);
+static void
+set_count(json_t *line, const char *key, long long value)
+{
+    json_object_set_new(line, key, json_integer(value));
+}
+
+/* The relays' lease and finish latency from their histograms. */
+static void
+add_latencies(json_t *line, struct obx_bench_workers *relays)
+{
+    double bucket;
+
+    set_number(line, "lease_p50_ms", quantile_ms(relays, OUTBOX_RELAY_LEASE_SECONDS, 0.5, &bucket));
+    set_number(line, "lease_p99_ms",
+               quantile_ms(relays, OUTBOX_RELAY_LEASE_SECONDS, 0.99, &bucket));
+    set_number(line, "lease_p99_bucket_ms", bucket);
+    set_number(line, "finish_p50_ms",
+               quantile_ms(relays, OUTBOX_RELAY_FINISH_SECONDS, 0.5, &bucket));
+    set_number(line, "finish_p99_ms",
+               quantile_ms(relays, OUTBOX_RELAY_FINISH_SECONDS, 0.99, &bucket));
 }
 
 int
@@ -268,25 +372,27 @@ obx_bench_sustained(const struct obx_bench_env *env)
     struct writer writers[WRITERS];
     struct obx_bench_workers relays = {0};
     struct obx_bench_env fresh = *env;
+    struct obx_bench_ack_watch *watch;
     PGconn *admin = obx_bench_connect(env), *conn;
     struct peaks peaks = {0};
-    struct after after = {0};
-    long long written = 0, at_end, left, wal_start;
-    double start, stop, drained, lease_p50, lease_p99, finish_p99, b50, b99, bf99;
+    long long written = 0, at_end, left, wal_start, samples;
+    double start, stop, drained, ack_p50, ack_p99;
     char *url = conninfo_for(env->database_url, FRESH_DB);
-    json_t *settings = json_object();
+    json_t *line = json_object(), *settings = json_object();
 
     if (env->batch_given) {
         json_object_set_new(settings, "batch_size", json_integer(env->batch));
     }
-
     fresh.database_url = url;
     fresh_database(admin, &fresh);
     conn = obx_bench_connect(&fresh);
     if (obx_bench_stream_create(env->nats_url, "BENCH_SUSTAINED", "benchsus") != 0) {
         return 1;
     }
-    wal_start = obx_bench_scalar(conn, "SELECT pg_current_wal_lsn() - '0/0'");
+    watch = obx_bench_ack_watch_start(env->nats_url, "benchsus.>",
+                                      (long long)(seconds * rate / WRITERS / PER_TX + 1) * WRITERS *
+                                          PER_TX);
+    wal_start = wal_position(conn);
     start_relays(&fresh, &relays);
     start = obx_bench_now();
     start_writers(writers, &fresh, sql, rate, seconds);
@@ -306,37 +412,43 @@ obx_bench_sustained(const struct obx_bench_env *env)
         left = backlog(conn);
     }
     drained = obx_bench_now() - stop;
-    lease_p50 = quantile_ms(&relays, OUTBOX_RELAY_LEASE_SECONDS, 0.5, &b50);
-    lease_p99 = quantile_ms(&relays, OUTBOX_RELAY_LEASE_SECONDS, 0.99, &b99);
-    finish_p99 = quantile_ms(&relays, OUTBOX_RELAY_FINISH_SECONDS, 0.99, &bf99);
+    obx_bench_pace(obx_bench_now(), 0.2); /* the last acks' messages reach the watch */
+    samples = commit_to_ack(writers, watch, &ack_p50, &ack_p99);
+
+    json_object_set_new(line, "bench", json_string("relay"));
+    json_object_set_new(line, "case", json_string("sustained"));
+    json_object_set_new(line, "writer", json_string(sql ? "sql" : "c"));
+    json_object_set_new(line, "settings", settings);
+    set_number(line, "rate", rate);
+    set_number(line, "seconds", seconds);
+    set_count(line, "replicas", RELAYS);
+    set_count(line, "writers", WRITERS);
+    set_count(line, "per_tx", PER_TX);
+    set_count(line, "written", written);
+    set_number(line, "write_events_per_s", (double)written / (stop - start));
+    set_count(line, "backlog_max", peaks.backlog);
+    set_number(line, "backlog_max_seconds_of_production", (double)peaks.backlog / rate);
+    set_count(line, "backlog_at_end", at_end);
+    set_number(line, "drain_seconds", left == 0 ? drained : -1.0);
+    add_latencies(line, &relays);
+    set_number(line, "commit_to_ack_p50_ms", ack_p50);
+    set_number(line, "commit_to_ack_p99_ms", ack_p99);
+    set_count(line, "commit_to_ack_samples", samples);
+    set_count(line, "dead_tuples_max", peaks.dead_tuples);
     obx_bench_workers_stop(&relays);
-    measure_after(conn, &after);
-    obx_bench_emit(json_pack(
-        "{s:s, s:s, s:s, s:o, s:f, s:f, s:i, s:i, s:i, s:I, s:f, s:I, s:I, s:f, s:f, s:f, s:f, "
-        "s:f, s:f, s:I, s:I, s:I, s:f, s:f, s:I}",
-        "bench", "relay", "case", "sustained", "writer", sql ? "sql" : "c", "settings", settings, "rate",
-        rate, "seconds", seconds, "replicas", RELAYS, "writers", WRITERS, "per_tx", PER_TX,
-        "written", (json_int_t)written, "write_events_per_s", (double)written / (stop - start),
-        "backlog_max", (json_int_t)peaks.backlog, "backlog_at_end", (json_int_t)at_end,
-        "backlog_max_seconds_of_production", (double)peaks.backlog / rate, "drain_seconds",
-        left == 0 ? drained : -1.0, "lease_p50_ms", lease_p50, "lease_p99_ms", lease_p99,
-        "lease_p99_bucket_ms", b99, "finish_p99_ms", finish_p99, "dead_tuples_max",
-        (json_int_t)peaks.dead_tuples, "bytes_per_retained_row", (json_int_t)after.bytes_per_row,
-        "wal_bytes_per_event",
-        (json_int_t)(after.rows > 0 ? (obx_bench_scalar(conn, "SELECT pg_current_wal_lsn() - "
-                                                              "'0/0'") -
-                                       wal_start) /
-                                          after.rows
-                                    : -1),
-        "created_to_published_p50_ms", after.wait_p50_ms, "created_to_published_p99_ms",
-        after.wait_p99_ms, "stream_msgs",
-        (json_int_t)obx_stream_message_count(env->nats_url, "BENCH_SUSTAINED")));
-    (void)b50;
-    (void)bf99;
+    obx_bench_ack_watch_stop(watch);
+    set_count(line, "wal_bytes_per_event",
+              written > 0 ? (wal_position(conn) - wal_start) / written : -1);
+    set_count(line, "bytes_per_retained_row", bytes_per_row(conn));
+    set_count(line, "stream_msgs", obx_stream_message_count(env->nats_url, "BENCH_SUSTAINED"));
+    obx_bench_emit(line);
     obx_bench_stream_delete(env->nats_url, "BENCH_SUSTAINED");
     obx_bench_close(conn);
     obx_bench_exec(admin, "DROP DATABASE IF EXISTS " FRESH_DB " WITH (FORCE)");
     obx_bench_close(admin);
+    for (int i = 0; i < WRITERS; i++) {
+        free(writers[i].commit_at);
+    }
     free(url);
     return 0;
 }

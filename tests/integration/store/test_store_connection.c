@@ -68,7 +68,7 @@ Test(store_connection, adds_dead_server_detection_and_session_timeouts_by_defaul
     struct obx_store *store = helper_store_open("store-conn-test");
     const char *expected[][2] = {{"connect_timeout", "5"},  {"keepalives", "1"},
                                  {"keepalives_idle", "10"}, {"keepalives_interval", "5"},
-                                 {"keepalives_count", "3"}, {"tcp_user_timeout", "30000"}};
+                                 {"keepalives_count", "3"}, {"tcp_user_timeout", "25000"}};
     char value[64];
     char *timeout, *idle;
 

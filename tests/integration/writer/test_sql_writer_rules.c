@@ -141,14 +141,14 @@ Test(sql_writer_rules, breaking_a_row_enqueue_just_wrote_is_refused)
     free(id);
 }
 
-Test(sql_writer_rules, the_skip_range_is_empty_outside_the_writers_own_insert)
+Test(sql_writer_rules, the_skip_is_off_once_the_writers_return)
 {
     harness_exec(conn, "BEGIN");
     harness_exec(conn, good_enqueue);
     harness_exec(conn, good_many);
     cr_expect_eq(harness_scalar_ll(conn, "SELECT count(*) WHERE coalesce(current_setting("
-                                         "'outbox.validated_ids', true), '') = ''"),
-                 1, "outbox.validated_ids is left set after the writers returned");
+                                         "'outbox.rows_validated', true), '') = ''"),
+                 1, "outbox.rows_validated is left on after the writers returned");
     harness_exec(conn, "COMMIT");
 }
 
@@ -301,4 +301,67 @@ Test(sql_writer_rules, enqueue_many_follows_the_size_setting_and_writes_nothing_
     harness_exec(conn, "RESET outbox.max_envelope_bytes");
     free(harness_scalar_text(conn, good_many));
     cr_expect_eq(event_count(), 2);
+}
+
+/*
+ * The fast check the writers run, event_ok(), must accept exactly what
+ * event_error() (which words the refusals) finds nothing wrong with: one
+ * field at a time varied from a good event over each rule's edges, and
+ * aggregate_type x event_type for the route rules that involve both.
+ */
+Test(sql_writer_rules, the_fast_check_agrees_with_the_worded_rules_at_every_edge)
+{
+    static const char sql[] =
+        "WITH base AS (SELECT 'movie'::text AS at, '0190a3b2-1c2d-7e3f-8a9b-0c1d2e3f4a5b'::text "
+        "AS ag, 'review.logged'::text AS et, '{\"stars\": 5}'::jsonb AS pl, NULL::text AS tn, "
+        "NULL::text AS ds, NULL::text AS tp), "
+        "ats(v) AS (VALUES (NULL), (''), ('movie'), ('mo vie'), ('movie.review'), ('*'), "
+        "('Mo_v-1e'), (repeat('a', 111)), (E'movi\\u00e9'), ('review')), "
+        "ets(v) AS (VALUES (NULL), (''), ('review.logged'), ('review..logged'), ('review.'), "
+        "('.review'), ('movie.logged'), ('movie'), ('>'), (repeat('b', 110)), (repeat('b', 111)), "
+        "(E'review\\r\\nlogged'), ('a.b.c_d-e')), "
+        "ags(v) AS (VALUES (NULL), ('0190a3b2-1c2d-7e3f-8a9b-0c1d2e3f4a5b'), "
+        "('0190A3B2-1C2D-7E3F-8A9B-0C1D2E3F4A5B'), ('{0190a3b2-1c2d-7e3f-8a9b-0c1d2e3f4a5b}'), "
+        "('0190a3b21c2d7e3f8a9b0c1d2e3f4a5b'), ('0190a3b2-1c2d-7e3f-8a9b-0c1d2e3f4a-b'), "
+        "('0190a3b2-1c2d-7e3f-8a9b-0c1d2e3f4a5g'), ('0190a3b2-1c2d-7e3f-8a9b-0c1d2e3f4a5'), "
+        "('0190a3b2-1c2d-7e3f-8a9b-0c1d2e3f4a5bb'), ('0190a3b2--1c2d-7e3f-8a9b0c1d2e3f4a5b'), "
+        "('xyz'), ('')), "
+        "pls(v) AS (VALUES (NULL::jsonb), ('{}'), ('[]'), ('null'), ('5'), ('\"s\"'), "
+        "('{\"x\": 1e400}'), ('{\"a\": [1, {\"b\": -1e309}]}'), ('{\"x\": "
+        "1.7976931348623157e308}'), "
+        "('{\"x\": 1e-400}'), ((repeat('{\"a\": ', 63) || '{}' || repeat('}', 63))::jsonb), "
+        "((repeat('{\"a\": ', 64) || '{}' || repeat('}', 64))::jsonb), "
+        "((repeat('{\"a\": ', 62) || '[[]]' || repeat('}', 62))::jsonb), "
+        "((repeat('{\"a\": ', 63) || '[[]]' || repeat('}', 63))::jsonb)), "
+        "txt(v) AS (VALUES (NULL), (''), ('acme'), (repeat('t', 128)), (repeat('t', 129)), "
+        "(repeat('t', 256)), (repeat('t', 257)), (E'a\\tb'), (E'a\\nb'), (E'a\\x7fb'), "
+        "(E'a\\x1fb'), ('a b \"c\"')), "
+        "tps(v) AS (VALUES (NULL), ('00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01'), "
+        "('01-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01'), "
+        "('00-0AF7651916CD43DD8448EB211C80319C-B7AD6B7169203331-01'), "
+        "('00-00000000000000000000000000000000-b7ad6b7169203331-01'), "
+        "('00-0af7651916cd43dd8448eb211c80319c-0000000000000000-01'), "
+        "('00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331'), ('')), "
+        "probes AS ("
+        " SELECT a.v AS at, b.ag, e.v AS et, b.pl, b.tn, b.ds, b.tp FROM base b, ats a, ets e"
+        " UNION ALL SELECT b.at, g.v, b.et, b.pl, b.tn, b.ds, b.tp FROM base b, ags g"
+        " UNION ALL SELECT b.at, b.ag, b.et, p.v, b.tn, b.ds, b.tp FROM base b, pls p"
+        " UNION ALL SELECT b.at, b.ag, b.et, b.pl, t.v, b.ds, b.tp FROM base b, txt t"
+        " UNION ALL SELECT b.at, b.ag, b.et, b.pl, b.tn, t.v, b.tp FROM base b, txt t"
+        " UNION ALL SELECT b.at, b.ag, b.et, b.pl, b.tn, b.ds, t.v FROM base b, tps t) "
+        "SELECT count(*), count(*) FILTER (WHERE outbox.event_ok(at, ag, et, pl, tn, ds, tp)), "
+        "count(*) FILTER (WHERE outbox.event_ok(at, ag, et, pl, tn, ds, tp) "
+        "IS DISTINCT FROM (outbox.event_error(at, ag, et, pl, tn, ds, tp) IS NULL)), "
+        "coalesce(string_agg(format('%s|%s|%s|%s|%s|%s|%s', at, ag, et, left(pl::text, 40), tn, "
+        "ds, tp), E'\\n') FILTER (WHERE outbox.event_ok(at, ag, et, pl, tn, ds, tp) "
+        "IS DISTINCT FROM (outbox.event_error(at, ag, et, pl, tn, ds, tp) IS NULL)), '') "
+        "FROM probes";
+    PGresult *res = PQexec(conn, sql);
+
+    cr_assert_eq(PQresultStatus(res), PGRES_TUPLES_OK, "%s", PQresultErrorMessage(res));
+    cr_expect_gt(atol(PQgetvalue(res, 0, 0)), 150, "too few probes: %s", PQgetvalue(res, 0, 0));
+    cr_expect_gt(atol(PQgetvalue(res, 0, 1)), 20, "too few accepted probes");
+    cr_expect_str_eq(PQgetvalue(res, 0, 2), "0", "event_ok() and event_error() disagree on:\n%s",
+                     PQgetvalue(res, 0, 3));
+    PQclear(res);
 }
