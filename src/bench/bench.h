@@ -21,6 +21,7 @@ struct obx_bench_env {
     double seconds;           /* measuring time per case and round */
     int rounds;               /* cases run interleaved, median reported */
     long long events;         /* events per relay/consume case */
+    int events_given;         /* --events was given: the fleet's backlog uses it too */
     int batch;                /* relay lease batch / consumer fetch batch */
     int batch_given;          /* --batch was given: the sustained case uses it too */
     double sustain_seconds;   /* how long the sustained-load writers run */
@@ -143,6 +144,13 @@ struct obx_bench_run obx_bench_run_until(struct obx_bench_workers *ws, long long
 
 int obx_bench_enqueue(const struct obx_bench_env *env);
 int obx_bench_relay(const struct obx_bench_env *env);
+
+/*
+ * Ten databases served by one fleet relay: one with a backlog, nine at a
+ * steady 100 events/s; their commit-to-ack p99 while the backlog drains,
+ * and its drain rate against one plain relay on one database (fleet_pg.c).
+ */
+int obx_bench_fleet(const struct obx_bench_env *env);
 
 /* Runs relays on the preloaded outbox until every row is finished; returns events/s. */
 double obx_bench_relay_case(const struct obx_bench_env *env, struct obx_bench_relay_case *c);

@@ -18,10 +18,11 @@
 static void
 usage(FILE *out)
 {
-    fputs("usage: outbox-bench <enqueue|relay|consume> [options]\n"
+    fputs("usage: outbox-bench <enqueue|relay|consume|fleet> [options]\n"
           "  --seconds S          measuring time per case and round (default 3)\n"
           "  --rounds N           interleaved rounds, median reported (enqueue; 1..16, default 3)\n"
-          "  --events N           events per relay case (default 50000)\n"
+          "  --events N           events per relay case (default 50000; fleet: the flooded\n"
+          "                       database's backlog, default 100000)\n"
           "  --batch N            relay lease batch (default 500; sustained: the daemon's,\n"
           "                       unless given)\n"
           "  --sustain-seconds S  sustained-load writers run this long (default 60)\n"
@@ -47,6 +48,7 @@ parse_args(int argc, char **argv, struct obx_bench_env *env)
             env->rounds = (int)strtol(value, NULL, 10);
         } else if (strcmp(argv[i], "--events") == 0) {
             env->events = strtoll(value, NULL, 10);
+            env->events_given = 1;
         } else if (strcmp(argv[i], "--batch") == 0) {
             env->batch = (int)strtol(value, NULL, 10);
             env->batch_given = 1;
@@ -126,7 +128,7 @@ main(int argc, char **argv)
                                 .sustain_seconds = 60,
                                 .writer = "c"};
     struct obx_devserver *servers;
-    int relay, consume, code;
+    int relay, consume, fleet, code;
 
     if (argc < 2 || parse_args(argc, argv, &env) != 0) {
         usage(stderr);
@@ -134,15 +136,17 @@ main(int argc, char **argv)
     }
     relay = strcmp(argv[1], "relay") == 0;
     consume = strcmp(argv[1], "consume") == 0;
-    if (!relay && !consume && strcmp(argv[1], "enqueue") != 0) {
+    fleet = strcmp(argv[1], "fleet") == 0;
+    if (!relay && !consume && !fleet && strcmp(argv[1], "enqueue") != 0) {
         usage(stderr);
         return 2;
     }
     env.database_url = getenv("OUTBOX_DATABASE_URL");
     env.nats_url = getenv("OUTBOX_NATS_URL");
-    servers = start_servers(&env, relay || consume);
+    servers = start_servers(&env, relay || consume || fleet);
     code = migrate(&env) != 0 ? 1
            : relay            ? obx_bench_relay(&env)
+           : fleet            ? obx_bench_fleet(&env)
            : consume          ? obx_bench_consume(&env)
                               : obx_bench_enqueue(&env);
     obx_devserver_stop(servers);

@@ -125,7 +125,8 @@ apply(struct obx_fleet *f, const struct obx_fleet_list *list)
         if (running(f, &list->items[i])) {
             continue;
         }
-        if (obx_fleet_member_new(&list->items[i], &f->base, f->replica, &m, &err) != OUTBOX_OK ||
+        if (obx_fleet_member_new(&list->items[i], &f->base, f->replica, list->count, &m, &err) !=
+                OUTBOX_OK ||
             obx_fleet_member_start(m, &err) != OUTBOX_OK) {
             obx_log(OUTBOX_LOG_ERROR, "fleet database not started database=%s error=\"%s\"",
                     list->items[i].name, err.message);

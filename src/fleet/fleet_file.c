@@ -107,7 +107,7 @@ set_field(struct obx_config *scratch, const char *path, int line, char *word, ou
     }
     return obx_fail(err, OUTBOX_EINVAL,
                     "%s line %d: unknown field \"%.40s\" (value \"%.80s\"; fields: schema, "
-                    "stream, subject_prefix)",
+                    "stream, subject_prefix; a DATABASE_URL is one word: a postgresql:// URL)",
                     path, line, word, eq + 1);
 }
 

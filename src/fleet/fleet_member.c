@@ -67,7 +67,7 @@ copy_entry(struct obx_fleet_entry *dst, const struct obx_fleet_entry *src, outbo
 /* The relay settings of this database: the base ones with the line's values. */
 static outbox_status
 member_config(struct obx_fleet_member *m, const struct obx_config *base, const char *replica,
-              outbox_error *err)
+              long long window_share, outbox_error *err)
 {
     struct obx_config *v;
     char name[160];
@@ -95,10 +95,10 @@ member_config(struct obx_fleet_member *m, const struct obx_config *base, const c
     if (st == OUTBOX_OK) {
         st = obx_config_set_key(v, "name", name, err);
     }
-    /* The per-database cap inside the replica's window: a flooded database fills its
-     * share, not the broker connection of everyone. */
-    if (v->max_in_flight > base->fleet_database_in_flight) {
-        v->max_in_flight = base->fleet_database_in_flight;
+    /* The per-database cap inside the replica's window (OUTBOX_MAX_IN_FLIGHT shared by
+     * the file's databases): a flooded database fills its share, never everyone's. */
+    if (v->max_in_flight > window_share) {
+        v->max_in_flight = window_share;
     }
     snprintf(m->lock_app, sizeof(m->lock_app), "%s fleet-lock", name);
     return st;
@@ -106,7 +106,8 @@ member_config(struct obx_fleet_member *m, const struct obx_config *base, const c
 
 outbox_status
 obx_fleet_member_new(const struct obx_fleet_entry *entry, const struct obx_config *base,
-                     const char *replica, struct obx_fleet_member **out, outbox_error *err)
+                     const char *replica, size_t databases, struct obx_fleet_member **out,
+                     outbox_error *err)
 {
     struct obx_fleet_member *m = calloc(1, sizeof(*m));
     outbox_status st = OUTBOX_OK;
@@ -117,7 +118,12 @@ obx_fleet_member_new(const struct obx_fleet_entry *entry, const struct obx_confi
     }
     copy_entry(&m->entry, entry, err, &st);
     if (st == OUTBOX_OK) {
-        st = member_config(m, base, replica, err);
+        long long share = base->max_in_flight / (long long)(databases > 0 ? databases : 1);
+
+        if (share > base->fleet_database_in_flight) {
+            share = base->fleet_database_in_flight;
+        }
+        st = member_config(m, base, replica, share > 0 ? share : 1, err);
     }
     m->try_ms = base->fleet_try_ms;
     m->drain_timeout_seconds = (int)base->drain_timeout_seconds;

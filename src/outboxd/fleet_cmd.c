@@ -33,7 +33,9 @@ struct line_job {
     struct obx_buf *out;
     const char *name;
     int id;
-    int kind; /* 0 counter, 1 gauge, 2 histogram, 3 database up, 4 broker up */
+    int kind; /* 0 counter, 1 gauge, 2 histogram, 3 database up, 4 broker up, 5 headroom,
+               * 6 dead letters */
+    long long duplicate_window_seconds;
 };
 
 static void
@@ -79,6 +81,16 @@ member_line(void *ctx, const struct obx_fleet_view *v)
     case 2:
         histogram_lines(j, v);
         break;
+    case 5:
+        obx_buf_appendf(
+            j->out, "%s{database=\"%s\"} %lld\n", j->name, v->name,
+            j->duplicate_window_seconds -
+                (long long)outbox_relay_stat(v->relay, OUTBOX_RELAY_OLDEST_UNCONFIRMED_SECONDS));
+        break;
+    case 6:
+        obx_buf_appendf(j->out, "%s{database=\"%s\",handler=\"\"} %llu\n", j->name, v->name,
+                        outbox_relay_stat(v->relay, OUTBOX_RELAY_DEAD_LETTERS));
+        break;
     default:
         obx_buf_appendf(j->out, "%s{database=\"%s\"} %llu\n", j->name, v->name,
                         outbox_relay_stat(v->relay, j->kind == 3 ? OUTBOX_RELAY_DATABASE_UP
@@ -96,11 +108,20 @@ ownership_line(void *ctx, const struct obx_fleet_view *v)
                     j->kind == 0 ? (unsigned long long)v->owned : v->takeovers);
 }
 
+struct fleet_ctx {
+    struct obx_fleet *fleet;
+    long long duplicate_window_seconds;
+};
+
 static void
-section(struct obx_fleet *fleet, struct obx_buf *out, const char *name, const char *help,
+section(const struct fleet_ctx *fc, struct obx_buf *out, const char *name, const char *help,
         const char *type, int id, int kind, void (*visit)(void *, const struct obx_fleet_view *))
 {
-    struct line_job j = {.out = out, .name = name, .id = id, .kind = kind};
+    struct line_job j = {.out = out,
+                         .name = name,
+                         .id = id,
+                         .kind = kind,
+                         .duplicate_window_seconds = fc->duplicate_window_seconds};
     char full[160];
 
     if (kind == 0 && visit == member_line) {
@@ -109,42 +130,48 @@ section(struct obx_fleet *fleet, struct obx_buf *out, const char *name, const ch
         snprintf(full, sizeof(full), "%s", name);
     }
     obx_buf_appendf(out, "# HELP %s %s.\n# TYPE %s %s\n", full, help, full, type);
-    obx_fleet_visit(fleet, visit, &j);
+    obx_fleet_visit(fc->fleet, visit, &j);
 }
 
 static void
 fleet_metrics(void *ctx, struct obx_buf *out)
 {
-    struct obx_fleet *fleet = ctx;
+    const struct fleet_ctx *fc = ctx;
     size_t members, owned;
 
-    obx_fleet_counts(fleet, &members, &owned);
+    obx_fleet_counts(fc->fleet, &members, &owned);
     obx_metrics_gauge(out, "outbox_fleet_databases", "databases in the fleet file",
                       (long long)members);
     obx_metrics_gauge(out, "outbox_fleet_databases_owned", "databases this replica serves now",
                       (long long)owned);
-    section(fleet, out, "outbox_fleet_database_owned",
+    section(fc, out, "outbox_fleet_database_owned",
             "1 while this replica holds the database's ownership lock", "gauge", 0, 0,
             ownership_line);
-    section(fleet, out, "outbox_fleet_takeovers_total",
+    section(fc, out, "outbox_fleet_takeovers_total",
             "times this replica took the database's ownership lock", "counter", 0, 1,
             ownership_line);
     for (size_t i = 0; i < obx_relay_counter_count; i++) {
-        section(fleet, out, obx_relay_counters[i].name, obx_relay_counters[i].help, "counter",
+        section(fc, out, obx_relay_counters[i].name, obx_relay_counters[i].help, "counter",
                 obx_relay_counters[i].id, 0, member_line);
     }
     for (size_t i = 0; i < obx_relay_gauge_count; i++) {
-        section(fleet, out, obx_relay_gauges[i].name, obx_relay_gauges[i].help, "gauge",
+        section(fc, out, obx_relay_gauges[i].name, obx_relay_gauges[i].help, "gauge",
                 obx_relay_gauges[i].id, 1, member_line);
     }
     for (size_t i = 0; i < obx_relay_histogram_count; i++) {
-        section(fleet, out, obx_relay_histograms[i].name, obx_relay_histograms[i].help, "histogram",
+        section(fc, out, obx_relay_histograms[i].name, obx_relay_histograms[i].help, "histogram",
                 obx_relay_histograms[i].id, 2, member_line);
     }
-    section(fleet, out, "outbox_database_up", "1 while the database answers", "gauge", 0, 3,
+    section(fc, out, "outbox_database_up", "1 while the database answers", "gauge", 0, 3,
             member_line);
-    section(fleet, out, "outbox_broker_up", "1 while the broker answers", "gauge", 0, 4,
-            member_line);
+    section(fc, out, "outbox_broker_up", "1 while the broker answers", "gauge", 0, 4, member_line);
+    section(fc, out, "outbox_relay_dedup_headroom_seconds",
+            "the stream's duplicate window minus the age of the oldest leased, unfinished row: "
+            "below 0 a republish could store an event twice",
+            "gauge", 0, 5, member_line);
+    section(fc, out, "outbox_dead_letters",
+            "Dead letters waiting for an operator, by handler (\"\" is the relay's own)", "gauge",
+            0, 6, member_line);
 }
 
 /* A fleet replica is ready once running: owning nothing (others own all) is healthy. */
@@ -160,6 +187,7 @@ obx_cmd_fleet(const struct obx_config *cfg)
 {
     /* Static: after an abandoned drain the fleet's threads still use it until exit. */
     static struct obx_fleet *fleet;
+    static struct fleet_ctx fc;
     struct obx_http_handlers handlers;
     outbox_error err = {0};
     sigset_t hup;
@@ -173,8 +201,10 @@ obx_cmd_fleet(const struct obx_config *cfg)
     sigemptyset(&hup);
     sigaddset(&hup, SIGHUP);
     pthread_sigmask(SIG_BLOCK, &hup, NULL);
+    fc = (struct fleet_ctx){.fleet = fleet,
+                            .duplicate_window_seconds = cfg->duplicate_window_seconds};
     handlers =
-        (struct obx_http_handlers){.ctx = fleet, .metrics = fleet_metrics, .ready = fleet_ready};
+        (struct obx_http_handlers){.ctx = &fc, .metrics = fleet_metrics, .ready = fleet_ready};
     code = obx_serve(&(struct obx_daemon_job){.ctx = fleet,
                                               .run = run_fleet,
                                               .stop = stop_fleet,

@@ -22,6 +22,7 @@
 #include <criterion/criterion.h>
 #include <criterion/logging.h>
 
+#include "chaos.h"
 #include "harness.h"
 #include "http_get.h"
 #include "id_set.h"
@@ -108,6 +109,27 @@ teardown(void)
 
 TestSuite(fleet, .init = setup, .fini = teardown, .timeout = 180);
 
+/* The test's own connection to database `i`, made again after an outage; 0 if it cannot. */
+static int
+ensure_conn(int i)
+{
+    char sql[128];
+    PGresult *res = PQexec(dbs[i].conn, "SELECT 1");
+    int ok = PQresultStatus(res) == PGRES_TUPLES_OK;
+
+    PQclear(res);
+    if (ok) {
+        return 1;
+    }
+    PQreset(dbs[i].conn);
+    if (PQstatus(dbs[i].conn) != CONNECTION_OK) {
+        return 0;
+    }
+    snprintf(sql, sizeof(sql), "SET search_path = %s, public", dbs[i].schema);
+    PQclear(PQexec(dbs[i].conn, sql));
+    return 1;
+}
+
 /* Commits `n` events into database `i` and records their ids; 0 if the database refused. */
 static int
 enqueue(int i, int n)
@@ -116,13 +138,8 @@ enqueue(int i, int n)
     PGresult *res;
     int ok;
 
-    if (PQstatus(dbs[i].conn) != CONNECTION_OK) {
-        PQreset(dbs[i].conn);
-        if (PQstatus(dbs[i].conn) != CONNECTION_OK) {
-            return 0;
-        }
-        snprintf(sql, sizeof(sql), "SET search_path = %s, public", dbs[i].schema);
-        PQclear(PQexec(dbs[i].conn, sql));
+    if (!ensure_conn(i)) {
+        return 0;
     }
     snprintf(sql, sizeof(sql),
              "WITH e AS (INSERT INTO committed SELECT %s.enqueue('movie', gen_random_uuid(), "
@@ -143,6 +160,9 @@ unfinished(int i)
     PGresult *res;
     long long n = -1;
 
+    if (!ensure_conn(i)) {
+        return -1;
+    }
     snprintf(sql, sizeof(sql),
              "SELECT count(*) FROM %s.events WHERE status IN ('pending', 'leased')", dbs[i].schema);
     res = PQexec(dbs[i].conn, sql);
@@ -248,6 +268,7 @@ check_stream(int i)
     id_set_init(&committed);
     cr_assert_eq(stream_read_ids(harness_nats_url(), dbs[i].stream, &stream, msg, sizeof(msg)), 0,
                  "read %s: %s", dbs[i].stream, msg);
+    cr_assert(ensure_conn(i));
     snprintf(sql, sizeof(sql), "SELECT id::text FROM committed");
     res = PQexec(dbs[i].conn, sql);
     cr_assert_eq(PQresultStatus(res), PGRES_TUPLES_OK);
@@ -274,6 +295,55 @@ check_stream(int i)
     id_set_fini(&committed);
 }
 
+/* Sessions of database `i` whose application_name is `app`. */
+static long long
+sessions(int i, const char *app)
+{
+    char sql[512];
+
+    snprintf(sql, sizeof(sql),
+             "SELECT count(*) FROM pg_stat_activity WHERE datname = '%s' AND application_name "
+             "LIKE '%s'",
+             dbs[i].datname, app);
+    return harness_scalar_ll(admin, sql);
+}
+
+/* `outbox_fleet_database_owned{database=...}` on replica `port`; -1 if not served. */
+static double
+owned_metric(int port, int i)
+{
+    char *body = NULL, series[128];
+    double v = -1;
+
+    snprintf(series, sizeof(series), "outbox_fleet_database_owned{database=\"%s\"}", dbs[i].name);
+    if (http_get(port, "/metrics", &body) == 200) {
+        v = http_metric(body, series);
+    }
+    free(body);
+    return v;
+}
+
+/*
+ * Once settled, each database has one owner by every account: one lock
+ * holder, one replica saying it owns it, and one relay session; the other
+ * replica holds nothing there.
+ */
+static void
+assert_settled_ownership(const int *ports, int replicas)
+{
+    for (int i = 0; i < DBS; i++) {
+        double sum = 0;
+
+        HARNESS_WAIT_UNTIL(owners(i) == 1 && sessions(i, "outboxd-relay") == 1 &&
+                               sessions(i, "%fleet-lock") == 1,
+                           10000);
+        for (int r = 0; r < replicas; r++) {
+            sum += owned_metric(ports[r], i);
+        }
+        cr_assert_eq(sum, 1, "%s: the replicas' owned gauges add up to %g", dbs[i].name, sum);
+    }
+}
+
 static void
 start_replica(struct harness_proc *p, const char *name, int port)
 {
@@ -291,15 +361,84 @@ start_replica(struct harness_proc *p, const char *name, int port)
     relay_env_fini(&env);
 }
 
+/*
+ * One round: database `locked` gets its outbox table locked and `down` is
+ * taken down; once `down` is back, the replica owning `victim` is
+ * SIGKILLed while the lock still holds. The others must keep flowing
+ * throughout. Returns the index of the replica that survived.
+ */
+static int
+fault_round(struct harness_proc *replica, const char *const *names, const int *ports, int victim,
+            int locked, int down)
+{
+    int all[DBS] = {1, 1, 1, 1, 1}, flowing[DBS];
+    PGconn *locker;
+    char sql[512], *killed_name;
+    int killed, survivor;
+
+    for (int i = 0; i < DBS; i++) {
+        flowing[i] = i != locked && i != down;
+    }
+    cr_log_info("round: %s locked, %s down and back, the owner of %s killed", dbs[locked].name,
+                dbs[down].name, dbs[victim].name);
+
+    /* Its outbox table locked by a transaction that stays open. */
+    enqueue(locked, 50); /* some of these may still be pending when the lock lands */
+    locker = PQconnectdb(dbs[locked].url);
+    cr_assert_eq(PQstatus(locker), CONNECTION_OK);
+    snprintf(sql, sizeof(sql), "BEGIN; LOCK TABLE %s.events IN EXCLUSIVE MODE", dbs[locked].schema);
+    harness_exec(locker, sql); /* its relay now blocks in its lease; writes there would too */
+
+    /* Down: new connections refused, every backend (the relay's, the lock's) ended. */
+    snprintf(sql, sizeof(sql), "ALTER DATABASE \"%s\" ALLOW_CONNECTIONS false", dbs[down].datname);
+    harness_exec(admin, sql);
+    snprintf(sql, sizeof(sql),
+             "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = '%s'",
+             dbs[down].datname);
+    harness_scalar_ll(admin, sql);
+    write_and_expect_flow(flowing, flowing, 10, 10000);
+
+    /* Back up: it has one owner again, and the replica that lost it holds nothing there
+     * (an owner that missed losing its lock would still run a relay beside the new one). */
+    snprintf(sql, sizeof(sql), "ALTER DATABASE \"%s\" ALLOW_CONNECTIONS true", dbs[down].datname);
+    harness_exec(admin, sql);
+    flowing[down] = 1;
+    write_and_expect_flow(flowing, flowing, 5, 20000);
+    assert_settled_ownership(ports, REPLICAS);
+
+    /* The replica owning `victim` SIGKILLed while the table lock holds. */
+    killed_name = owner_name(victim);
+    cr_assert(killed_name != NULL && killed_name[0] != '\0', "%s has no owner", dbs[victim].name);
+    killed = strcmp(killed_name, names[0]) == 0 ? 0 : 1;
+    survivor = 1 - killed;
+    free(killed_name);
+    harness_proc_kill(&replica[killed]);
+    write_and_expect_flow(flowing, flowing, 10, 15000);
+
+    /* Unlocked: everything drains through the survivor. */
+    harness_exec(locker, "COMMIT");
+    PQfinish(locker);
+    write_and_expect_flow(all, all, 5, 30000);
+    HARNESS_WAIT_UNTIL(all_owned(), 20000);
+    assert_settled_ownership(ports + survivor, 1);
+    for (int i = 0; i < DBS; i++) {
+        char *who = owner_name(i);
+
+        cr_assert_str_eq(who, names[survivor], "%s is owned by \"%s\", not the survivor",
+                         dbs[i].name, who);
+        free(who);
+    }
+    return survivor;
+}
+
+/* CI: one round, about 10 s. Soak (OUTBOX_TEST_SOAK=1): ten, each fault on other databases. */
 Test(fleet, faults_in_one_database_never_hold_up_the_others_and_nothing_is_lost)
 {
     struct harness_proc replica[REPLICAS] = {0};
-    const char *names[REPLICAS] = {"A", "B"};
+    const char *const names[REPLICAS] = {"A", "B"};
     int ports[REPLICAS] = {http_free_port(), http_free_port()};
-    int all[DBS] = {1, 1, 1, 1, 1};
-    PGconn *locker;
-    char sql[512], *killed_name, *log, *body = NULL;
-    int killed, survivor;
+    int all[DBS] = {1, 1, 1, 1, 1}, rounds = chaos_soak() ? 10 : 1, survivor = 0;
+    char *log, *body = NULL;
 
     write_fleet_file(0, DBS);
     for (int r = 0; r < REPLICAS; r++) {
@@ -307,53 +446,17 @@ Test(fleet, faults_in_one_database_never_hold_up_the_others_and_nothing_is_lost)
     }
     HARNESS_WAIT_UNTIL(all_owned(), 30000);
     write_and_expect_flow(all, all, 5, 20000);
+    assert_settled_ownership(ports, REPLICAS);
 
-    /* db1: its outbox table locked by a transaction that stays open. */
-    enqueue(1, 50); /* some of these may still be pending when the lock lands */
-    locker = PQconnectdb(dbs[1].url);
-    cr_assert_eq(PQstatus(locker), CONNECTION_OK);
-    snprintf(sql, sizeof(sql), "BEGIN; LOCK TABLE %s.events IN EXCLUSIVE MODE", dbs[1].schema);
-    harness_exec(locker, sql); /* db1's relay now blocks in its lease; writes to db1 would too */
-
-    /* db2: down. New connections refused, every backend (the relay's, the lock's) ended. */
-    snprintf(sql, sizeof(sql), "ALTER DATABASE \"%s\" ALLOW_CONNECTIONS false", dbs[2].datname);
-    harness_exec(admin, sql);
-    snprintf(sql, sizeof(sql),
-             "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = '%s'",
-             dbs[2].datname);
-    harness_scalar_ll(admin, sql);
-    {
-        int write[DBS] = {1, 0, 0, 1, 1}, flowing[DBS] = {1, 0, 0, 1, 1};
-
-        write_and_expect_flow(write, flowing, 10, 10000);
-    }
-
-    /* The replica owning db0 SIGKILLed while db1 is locked and db2 down. */
-    killed_name = owner_name(0);
-    cr_assert(killed_name != NULL && killed_name[0] != '\0', "db0 has no owner");
-    killed = strcmp(killed_name, "A") == 0 ? 0 : 1;
-    survivor = 1 - killed;
-    free(killed_name);
-    harness_proc_kill(&replica[killed]);
-    {
-        int write[DBS] = {1, 0, 0, 1, 1}, flowing[DBS] = {1, 0, 0, 1, 1};
-
-        write_and_expect_flow(write, flowing, 10, 15000);
-    }
-
-    /* Faults over: db1 unlocked, db2 back; everything drains through the survivor. */
-    harness_exec(locker, "COMMIT");
-    PQfinish(locker);
-    snprintf(sql, sizeof(sql), "ALTER DATABASE \"%s\" ALLOW_CONNECTIONS true", dbs[2].datname);
-    harness_exec(admin, sql);
-    write_and_expect_flow(all, all, 5, 30000);
-    HARNESS_WAIT_UNTIL(all_owned(), 20000);
-    for (int i = 0; i < DBS; i++) {
-        char *who = owner_name(i);
-
-        cr_assert_str_eq(who, names[survivor], "%s is owned by \"%s\", not the survivor",
-                         dbs[i].name, who);
-        free(who);
+    for (int round = 0; round < rounds; round++) {
+        survivor =
+            fault_round(replica, names, ports, round % DBS, (round + 1) % DBS, (round + 2) % DBS);
+        if (round + 1 < rounds) { /* the killed one back, to be a survivor next time */
+            start_replica(&replica[1 - survivor], names[1 - survivor], ports[1 - survivor]);
+            HARNESS_WAIT_UNTIL(harness_proc_log_contains(&replica[1 - survivor], "fleet members"),
+                               20000);
+            assert_settled_ownership(ports, REPLICAS);
+        }
     }
 
     /* The survivor's /metrics label every database; its logs name them too. */
@@ -367,13 +470,16 @@ Test(fleet, faults_in_one_database_never_hold_up_the_others_and_nothing_is_lost)
         snprintf(series, sizeof(series), "outbox_relay_published_total{database=\"%s\"}",
                  dbs[i].name);
         cr_assert_geq(http_metric(body, series), 0, "%s missing", series);
+        snprintf(series, sizeof(series), "outbox_database_up{database=\"%s\"}", dbs[i].name);
+        cr_assert_eq(http_metric(body, series), 1, "%s not 1", series);
     }
+    cr_assert_eq(http_metric(body, "outbox_fleet_databases_owned"), DBS);
     free(body);
     log = harness_proc_log(&replica[survivor]);
     cr_assert(strstr(log, "database=db2") != NULL, "no log line names db2");
     free(log);
 
-    relay_test_stop(&replica[survivor], 20000);
+    relay_test_stop(&replica[survivor], 20000); /* the other was killed in the last round */
     for (int i = 0; i < DBS; i++) {
         check_stream(i);
     }
