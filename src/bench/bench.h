@@ -185,6 +185,12 @@ int obx_bench_relay_latency(const struct obx_bench_env *env, int rate_per_s, dou
  * An arrival is in obx_bench_now() seconds, 0 until seen.
  */
 struct obx_bench_ack_watch;
+
+/*
+ * The writer's number in a message body ({"seq": N} in the payload; PostgreSQL's
+ * text form writes "seq": N, the C writer's "seq":N), or -1 when it has none.
+ */
+long long obx_bench_body_seq(const char *body);
 struct obx_bench_ack_watch *obx_bench_ack_watch_start(const char *url, const char *subjects,
                                                       long long slots);
 double obx_bench_ack_watch_arrival(struct obx_bench_ack_watch *w, long long seq);

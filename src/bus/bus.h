@@ -40,6 +40,12 @@ struct obx_bus_options {
 
 void obx_bus_options_init(struct obx_bus_options *opts);
 
+struct obx_config;
+
+/* The options the configuration gives (bus kind, URLs, credentials, TLS, window); `name` borrowed. */
+void obx_bus_options_from_config(struct obx_bus_options *opts, const struct obx_config *cfg,
+                                 const char *name);
+
 /* One envelope to publish. Borrowed: valid only during obx_bus_send(). */
 struct obx_bus_message {
     const char *id;      /* event id: Nats-Msg-Id and ce-id */

@@ -99,18 +99,28 @@ draw_ports(struct obx_dev_cluster *c)
     return 0;
 }
 
+/* Node k's directory and arguments; -1 (with the reason) when the path does not fit. */
+static int
+node_prepare(struct obx_dev_cluster *c, int k, char *dir, size_t dir_len, struct node_args *a,
+             char *err, size_t len)
+{
+    if (node_dir(c, k, dir, dir_len) != 0) {
+        snprintf(err, len, "path too long: %s", c->dir);
+        return -1;
+    }
+    node_args(c, k, a);
+    return 0;
+}
+
 static int
 spawn_node(struct obx_dev_cluster *c, int k, char *err, size_t len)
 {
     struct node_args a;
     char dir[600];
 
-    if (node_dir(c, k, dir, sizeof(dir)) != 0) {
-        snprintf(err, len, "path too long: %s", c->dir);
-        return -1;
-    }
-    node_args(c, k, &a);
-    return obx_dev_nats_spawn(dir, &c->node[k], a.argv, c->node[k].port, err, len);
+    return node_prepare(c, k, dir, sizeof(dir), &a, err, len) != 0
+               ? -1
+               : obx_dev_nats_spawn(dir, &c->node[k], a.argv, c->node[k].port, err, len);
 }
 
 static int
@@ -179,13 +189,10 @@ obx_dev_cluster_start(struct obx_dev_cluster *c, int k, char *err, size_t len)
     struct node_args a;
     char dir[600];
 
-    if (node_dir(c, k, dir, sizeof(dir)) != 0) {
-        snprintf(err, len, "path too long: %s", c->dir);
-        return -1;
-    }
-    node_args(c, k, &a);
     /* A restart: the same client port, waiting for a moment's holder of it to let go. */
-    return obx_dev_nats_launch(dir, &c->node[k], a.argv, err, len);
+    return node_prepare(c, k, dir, sizeof(dir), &a, err, len) != 0
+               ? -1
+               : obx_dev_nats_launch(dir, &c->node[k], a.argv, err, len);
 }
 
 void

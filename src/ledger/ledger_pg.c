@@ -86,17 +86,6 @@ obx_ledger_reconnect(struct obx_ledger *ledger, outbox_error *err)
     return obx_pg_session_connect(&ledger->pg, err);
 }
 
-/* A statement without parameters (BEGIN, SAVEPOINT...), checked. */
-static outbox_status
-exec_plain(struct obx_ledger *ledger, const char *sql, const char *doing, outbox_error *err)
-{
-    PGresult *res = PQexec(ledger->pg.conn, sql);
-    outbox_status status = obx_pg_session_check(&ledger->pg, res, doing, err);
-
-    PQclear(res);
-    return status;
-}
-
 /* OUTBOX_ENOTXN unless a transaction is open; `aborted_ok` also accepts a failed one. */
 outbox_status
 obx_ledger_require_transaction(struct obx_ledger *ledger, int aborted_ok, const char *doing,
@@ -132,7 +121,7 @@ obx_ledger_begin(struct obx_ledger *ledger, outbox_error *err)
     if (PQtransactionStatus(ledger->pg.conn) != PQTRANS_IDLE) {
         return obx_fail(err, OUTBOX_EINVAL, "begin: a transaction is already open");
     }
-    return exec_plain(ledger, "BEGIN ISOLATION LEVEL READ COMMITTED", "begin", err);
+    return obx_pg_exec(ledger->pg.conn, "BEGIN ISOLATION LEVEL READ COMMITTED", "begin", err);
 }
 
 outbox_status
@@ -155,7 +144,7 @@ obx_ledger_commit(struct obx_ledger *ledger, outbox_error *err)
         }
         return status;
     }
-    return exec_plain(ledger, "COMMIT", "commit", err);
+    return obx_pg_exec(ledger->pg.conn, "COMMIT", "commit", err);
 }
 
 void
@@ -181,7 +170,7 @@ savepoint_step(struct obx_ledger *ledger, int aborted_ok, const char *sql, const
 
     obx_error_reset(err);
     status = obx_ledger_require_transaction(ledger, aborted_ok, doing, err);
-    return status == OUTBOX_OK ? exec_plain(ledger, sql, doing, err) : status;
+    return status == OUTBOX_OK ? obx_pg_exec(ledger->pg.conn, sql, doing, err) : status;
 }
 
 outbox_status

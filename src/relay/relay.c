@@ -78,18 +78,7 @@ open_bus(struct outbox_relay *relay, outbox_error *err)
     const struct obx_config *o = &relay->w.cfg;
     struct obx_bus_options bo;
 
-    obx_bus_options_init(&bo);
-    bo.kind = o->bus == OUTBOX_BUS_NATS_CORE ? OBX_BUS_NATS_CORE : OBX_BUS_JETSTREAM;
-    bo.url = o->nats_url;
-    bo.stream = o->stream;
-    bo.creds_file = o->nats_creds;
-    bo.tls_ca_file = o->nats_tls_ca;
-    bo.tls_cert_file = o->nats_tls_cert;
-    bo.tls_key_file = o->nats_tls_key;
-    bo.ce_source = o->ce_source;
-    bo.name = relay->w.name;
-    bo.publish_timeout_ms = o->publish_timeout_ms;
-    bo.max_in_flight = o->max_in_flight;
+    obx_bus_options_from_config(&bo, o, relay->w.name);
     return obx_bus_open(&bo, &relay->bus, err);
 }
 

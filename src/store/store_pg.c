@@ -10,6 +10,7 @@
 #include "store.h"
 
 #include <assert.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -201,40 +202,26 @@ append_reason(struct obx_buf *b, const char *reason)
     obx_buf_append(b, "\"", 1);
 }
 
-/* `{d,d,...}` of the per-row release delays, clamped to 0..RELEASE_DELAY_MAX_MS. */
+/*
+ * A bigint[] literal of `count` values, each clamped to 0..`cap`; with
+ * `unknown_as_null`, values below 1 (unknown) are NULL instead.
+ */
 static void
-build_delays(const struct finish_call *call, struct obx_buf *delays)
+append_int_array(struct obx_buf *b, const long long *values, size_t count, long long cap,
+                 int unknown_as_null)
 {
-    size_t count = call->lease->count;
-
-    obx_buf_append_str(delays, "{");
+    obx_buf_append_str(b, "{");
     for (size_t i = 0; i < count; i++) {
-        long long d = call->opts->release_delays_ms[i];
+        long long v = values[i];
 
-        d = d < 0 ? 0 : d > RELEASE_DELAY_MAX_MS ? RELEASE_DELAY_MAX_MS : d;
-        obx_buf_appendf(delays, "%lld%s", d, i + 1 < count ? "," : "");
-    }
-    obx_buf_append_str(delays, "}");
-}
-
-/* `{s,NULL,...}` of the rows' stream sequences, 0 (unknown) as NULL. */
-static void
-build_seqs(const struct finish_call *call, struct obx_buf *seqs)
-{
-    size_t count = call->lease->count;
-
-    obx_buf_append_str(seqs, "{");
-    for (size_t i = 0; i < count; i++) {
-        long long seq = call->opts->stream_seqs[i];
-
-        if (seq > 0) {
-            obx_buf_appendf(seqs, "%lld", seq);
+        obx_buf_append_str(b, i > 0 ? "," : "");
+        if (unknown_as_null && v < 1) {
+            obx_buf_append_str(b, "NULL");
         } else {
-            obx_buf_append_str(seqs, "NULL");
+            obx_buf_appendf(b, "%lld", v < 0 ? 0 : v > cap ? cap : v);
         }
-        obx_buf_append_str(seqs, i + 1 < count ? "," : "");
     }
-    obx_buf_append_str(seqs, "}");
+    obx_buf_append_str(b, "}");
 }
 
 /*
@@ -267,7 +254,8 @@ build_arrays(const struct finish_call *call, struct obx_buf *ids, struct obx_buf
     obx_buf_append_str(outcomes, "}");
     obx_buf_append_str(reasons, "}");
     if (call->opts->release_delays_ms != NULL) {
-        build_delays(call, delays);
+        append_int_array(delays, call->opts->release_delays_ms, call->lease->count,
+                         RELEASE_DELAY_MAX_MS, 0);
     }
 }
 
@@ -388,7 +376,7 @@ obx_store_finish(struct obx_store *store, const struct obx_lease *lease,
     obx_buf_init(&seqs);
     build_arrays(&call, &ids, &names, &texts, &delays);
     if (opts->stream_seqs != NULL) {
-        build_seqs(&call, &seqs);
+        append_int_array(&seqs, call.opts->stream_seqs, call.lease->count, LLONG_MAX, 1);
     }
     if (obx_buf_failed(&ids) || obx_buf_failed(&names) || obx_buf_failed(&texts) ||
         obx_buf_failed(&delays) || obx_buf_failed(&seqs)) {

@@ -19,17 +19,6 @@
 
 #include "common/banned.h" /* last: poisons unsafe functions */
 
-/* Runs `sql` with no parameters and no rows to read. */
-static outbox_status
-run_plain(struct obx_store *store, const char *sql, const char *doing, outbox_error *err)
-{
-    PGresult *res = PQexec(store->pg.conn, sql);
-    outbox_status status = obx_pg_session_check(&store->pg, res, doing, err);
-
-    PQclear(res);
-    return status;
-}
-
 static outbox_status
 explain(struct obx_store *store, int limit, int analyze, char **json, outbox_error *err)
 {
@@ -74,13 +63,13 @@ obx_store_lease_plan(struct obx_store *store, int limit, int analyze, char **jso
     if (status != OUTBOX_OK || !analyze) {
         return status != OUTBOX_OK ? status : explain(store, limit, 0, json, err);
     }
-    status = run_plain(store, "BEGIN", "begin the lease plan", err);
+    status = obx_pg_exec(store->pg.conn, "BEGIN", "begin the lease plan", err);
     if (status != OUTBOX_OK) {
         return status;
     }
     status = explain(store, limit, 1, json, err);
-    undone = run_plain(store, "ROLLBACK", "roll back the lease plan",
-                       status == OUTBOX_OK ? err : &(outbox_error){0});
+    undone = obx_pg_exec(store->pg.conn, "ROLLBACK", "roll back the lease plan",
+                         status == OUTBOX_OK ? err : &(outbox_error){0});
     if (status == OUTBOX_OK && undone != OUTBOX_OK) {
         free(*json);
         *json = NULL;

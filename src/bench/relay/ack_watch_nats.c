@@ -24,22 +24,26 @@ struct obx_bench_ack_watch {
     double *arrived_at; /* by seq; 0: not seen */
 };
 
+long long
+obx_bench_body_seq(const char *body)
+{
+    const char *seq = body != NULL ? strstr(body, "\"seq\"") : NULL;
+
+    return seq != NULL ? strtoll(seq + strcspn(seq, "0123456789"), NULL, 10) : -1;
+}
+
 static void
 on_message(natsConnection *nc, natsSubscription *sub, natsMsg *msg, void *closure)
 {
     struct obx_bench_ack_watch *w = closure;
-    const char *data = natsMsg_GetData(msg);
-    const char *seq = data ? strstr(data, "\"seq\"") : NULL;
+    long long i = obx_bench_body_seq(natsMsg_GetData(msg));
     double now = obx_bench_now();
 
     (void)nc;
     (void)sub;
-    if (seq != NULL) {
-        /* PostgreSQL's text form of the envelope writes "seq": N, the C writer's "seq":N. */
-        long long i = strtoll(seq + strcspn(seq, "0123456789"), NULL, 10);
-
+    if (i >= 0) {
         pthread_mutex_lock(&w->lock);
-        if (i >= 0 && i < w->slots && w->arrived_at[i] == 0) {
+        if (i < w->slots && w->arrived_at[i] == 0) {
             w->arrived_at[i] = now;
         }
         pthread_mutex_unlock(&w->lock);

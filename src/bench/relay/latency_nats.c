@@ -31,17 +31,14 @@ static void
 on_message(natsConnection *nc, natsSubscription *sub, natsMsg *msg, void *closure)
 {
     struct latency_run *run = closure;
-    const char *data = natsMsg_GetData(msg);
-    const char *seq = data ? strstr(data, "\"seq\"") : NULL;
+    long long i = obx_bench_body_seq(natsMsg_GetData(msg));
     double now = obx_bench_now();
 
     (void)nc;
     (void)sub;
-    if (seq != NULL) {
-        long long i = strtoll(seq + strcspn(seq, "0123456789"), NULL, 10);
-
+    if (i >= 0) {
         pthread_mutex_lock(&run->lock);
-        if (i >= 0 && i < run->count && run->received_at[i] == 0) {
+        if (i < run->count && run->received_at[i] == 0) {
             run->received_at[i] = now;
             run->received++;
         }

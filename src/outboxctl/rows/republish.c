@@ -55,18 +55,8 @@ obx_ctl_publisher_open(const struct obx_config *cfg, struct obx_ctl_publisher **
     if (p == NULL) {
         return obx_fail(err, OUTBOX_ENOMEM, "out of memory");
     }
-    obx_bus_options_init(&bo);
-    bo.kind = OBX_BUS_JETSTREAM;
-    bo.url = cfg->nats_url;
-    bo.stream = cfg->stream;
-    bo.creds_file = cfg->nats_creds;
-    bo.tls_ca_file = cfg->nats_tls_ca;
-    bo.tls_cert_file = cfg->nats_tls_cert;
-    bo.tls_key_file = cfg->nats_tls_key;
-    bo.ce_source = cfg->ce_source;
-    bo.name = "outboxctl";
-    bo.publish_timeout_ms = (int)cfg->publish_timeout_ms;
-    bo.max_in_flight = (int)cfg->max_in_flight;
+    obx_bus_options_from_config(&bo, cfg, "outboxctl");
+    bo.kind = OBX_BUS_JETSTREAM; /* republishing needs acks, whatever OUTBOX_BUS says */
     p->prefix = cfg->subject_prefix;
     p->schema = cfg->schema;
     st = obx_bus_open(&bo, &p->bus, err);
