@@ -37,7 +37,10 @@ static char role[64];
 static void
 setup(void)
 {
-    /* Exclusive: the xmin horizon is the whole server's, so one test's pin is the other's. */
+    /*
+     * Exclusive: the relay's gauge counts its own database only, but doctor and the server's
+     * view of the oldest transaction are cluster-wide, so one test's pin would be the other's.
+     */
     conn = chaos_begin(relay_test_prepare, 1);
     role[0] = '\0';
 }
