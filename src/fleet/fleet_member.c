@@ -123,6 +123,14 @@ obx_fleet_member_new(const struct obx_fleet_entry *entry, const struct obx_confi
         if (share > base->fleet_database_in_flight) {
             share = base->fleet_database_in_flight;
         }
+        /* Never below two batches: the relay sends the next batch while the last one's
+         * acks arrive, and a smaller window would stall that, not share anything. */
+        if (share < 2 * base->batch_size) {
+            share = 2 * base->batch_size;
+        }
+        if (share > base->max_in_flight) {
+            share = base->max_in_flight;
+        }
         st = member_config(m, base, replica, share > 0 ? share : 1, err);
     }
     m->try_ms = base->fleet_try_ms;

@@ -21,7 +21,8 @@ struct obx_fleet_member;
  * A member for `entry` (copied) with `base`'s relay settings, named
  * `replica`.`entry->name` in logs and server views. Its publish window is
  * its share of OUTBOX_MAX_IN_FLIGHT among the file's `databases`, at most
- * OUTBOX_FLEET_DATABASE_IN_FLIGHT. Starts nothing.
+ * OUTBOX_FLEET_DATABASE_IN_FLIGHT, but never below two batches (nor above
+ * OUTBOX_MAX_IN_FLIGHT). Starts nothing.
  */
 outbox_status obx_fleet_member_new(const struct obx_fleet_entry *entry,
                                    const struct obx_config *base, const char *replica,
