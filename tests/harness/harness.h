@@ -113,6 +113,9 @@ void harness_proc_signal(struct harness_proc *p, int sig);
 /* Waits up to timeout_ms; returns p->status, or -1 on timeout (the process keeps running). */
 int harness_proc_wait(struct harness_proc *p, int timeout_ms);
 
+/* harness_spawn() then harness_proc_wait(): a command run to its end; its status, -1 on timeout. */
+int harness_run(char *const argv[], char *const extra_env[], int timeout_ms);
+
 /* SIGKILLs the process group and reaps; returns p->status. Does nothing once reaped. */
 int harness_proc_kill(struct harness_proc *p);
 

@@ -295,3 +295,12 @@ harness_bin_in(const char *bin_dir, const char *name)
     memcpy(paths[i], want, sizeof(want));
     return paths[i];
 }
+
+int
+harness_run(char *const argv[], char *const extra_env[], int timeout_ms)
+{
+    struct harness_proc p;
+
+    harness_spawn(&p, argv, extra_env);
+    return harness_proc_wait(&p, timeout_ms);
+}

@@ -27,7 +27,9 @@ chaos_begin(void (*prepare)(PGconn *conn), int exclusive)
         harness_servers_exclusive(); /* before connecting: these tests stop servers */
     }
     conn = harness_pg_connect_fresh();
-    prepare(conn);
+    if (prepare != NULL) {
+        prepare(conn);
+    }
     seed = (unsigned int)time(NULL) ^ (unsigned int)harness_now_ms();
     cr_log_info("random seed %u", seed);
     return conn;

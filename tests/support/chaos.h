@@ -15,7 +15,7 @@
  * Connects to a fresh database prepared by `prepare` and seeds the random
  * pauses. `exclusive`: the test stops servers, so it needs them to itself.
  */
-PGconn *chaos_begin(void (*prepare)(PGconn *conn), int exclusive);
+PGconn *chaos_begin(void (*prepare)(PGconn *conn), int exclusive); /* prepare may be NULL */
 void chaos_end(PGconn **conn);
 
 /* 1 when the test runs in its long form (OUTBOX_TEST_SOAK=1, ctest label soak). */

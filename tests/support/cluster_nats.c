@@ -18,38 +18,9 @@
 
 #include <nats/nats.h>
 
+#include "js_conn_nats.h"
+
 enum { NEXT_MSG_TIMEOUT_MS = 5000, API_TIMEOUT_MS = 5000, PLACE_TRIES = 24 };
-
-struct conn {
-    natsConnection *nc;
-    jsCtx *js;
-};
-
-static void
-conn_close(struct conn *c)
-{
-    jsCtx_Destroy(c->js);
-    natsConnection_Destroy(c->nc);
-    memset(c, 0, sizeof(*c));
-}
-
-static int
-conn_open(struct conn *c, const char *url, char *err, size_t cap)
-{
-    natsStatus s;
-
-    memset(c, 0, sizeof(*c));
-    s = natsConnection_ConnectTo(&c->nc, url);
-    if (s == NATS_OK) {
-        s = natsConnection_JetStream(&c->js, c->nc, NULL);
-    }
-    if (s != NATS_OK) {
-        snprintf(err, cap, "connecting to %s: %s", url, natsStatus_GetText(s));
-        conn_close(c);
-        return -1;
-    }
-    return 0;
-}
 
 static void
 copy_name(char *out, const char *name)
@@ -61,20 +32,20 @@ int
 cluster_stream_view(const char *url, const char *stream, struct cluster_view *v, char *err,
                     size_t cap)
 {
-    struct conn c;
+    struct test_js_conn c;
     jsStreamInfo *si = NULL;
     jsErrCode code = 0;
     natsStatus s;
 
     memset(v, 0, sizeof(*v));
-    if (conn_open(&c, url, err, cap) != 0) {
+    if (test_js_open(&c, url, err, cap) != 0) {
         return -1;
     }
     s = js_GetStreamInfo(&si, c.js, stream, NULL, &code);
     if (s != NATS_OK) {
         snprintf(err, cap, "stream %s info: %s (jetstream error %d)", stream, natsStatus_GetText(s),
                  (int)code);
-        conn_close(&c);
+        test_js_close(&c);
         return -1;
     }
     v->messages = si->State.Msgs;
@@ -91,7 +62,7 @@ cluster_stream_view(const char *url, const char *stream, struct cluster_view *v,
         }
     }
     jsStreamInfo_Destroy(si);
-    conn_close(&c);
+    test_js_close(&c);
     return 0;
 }
 
@@ -115,12 +86,12 @@ int
 cluster_consumer_leader(const char *url, const char *stream, const char *consumer, char *leader,
                         size_t leader_cap, char *err, size_t cap)
 {
-    struct conn c;
+    struct test_js_conn c;
     jsConsumerInfo *ci = NULL;
     jsErrCode code = 0;
     natsStatus s;
 
-    if (conn_open(&c, url, err, cap) != 0) {
+    if (test_js_open(&c, url, err, cap) != 0) {
         return -1;
     }
     s = js_GetConsumerInfo(&ci, c.js, stream, consumer, NULL, &code);
@@ -128,24 +99,24 @@ cluster_consumer_leader(const char *url, const char *stream, const char *consume
         snprintf(err, cap, "consumer %s info: %s (jetstream error %d)", consumer,
                  s != NATS_OK ? natsStatus_GetText(s) : "no leader", (int)code);
         jsConsumerInfo_Destroy(ci);
-        conn_close(&c);
+        test_js_close(&c);
         return -1;
     }
     snprintf(leader, leader_cap, "%s", ci->Cluster->Leader);
     jsConsumerInfo_Destroy(ci);
-    conn_close(&c);
+    test_js_close(&c);
     return 0;
 }
 
 int
 cluster_consumer_current(const char *url, const char *stream, const char *consumer, int replicas)
 {
-    struct conn c;
+    struct test_js_conn c;
     jsConsumerInfo *ci = NULL;
     char err[256];
     int current = 0, ok;
 
-    if (conn_open(&c, url, err, sizeof(err)) != 0) {
+    if (test_js_open(&c, url, err, sizeof(err)) != 0) {
         return 0;
     }
     ok = js_GetConsumerInfo(&ci, c.js, stream, consumer, NULL, NULL) == NATS_OK &&
@@ -154,19 +125,19 @@ cluster_consumer_current(const char *url, const char *stream, const char *consum
         current += ci->Cluster->Replicas[i]->Current && !ci->Cluster->Replicas[i]->Offline;
     }
     jsConsumerInfo_Destroy(ci);
-    conn_close(&c);
+    test_js_close(&c);
     return ok && current + 1 == replicas;
 }
 
 static int
 api_success(const char *url, const char *subject, char *err, size_t cap)
 {
-    struct conn c;
+    struct test_js_conn c;
     natsMsg *reply = NULL;
     natsStatus s;
     int rc = -1;
 
-    if (conn_open(&c, url, err, cap) != 0) {
+    if (test_js_open(&c, url, err, cap) != 0) {
         return -1;
     }
     s = natsConnection_RequestString(&reply, c.nc, subject, "", API_TIMEOUT_MS);
@@ -178,7 +149,7 @@ api_success(const char *url, const char *subject, char *err, size_t cap)
         rc = 0;
     }
     natsMsg_Destroy(reply);
-    conn_close(&c);
+    test_js_close(&c);
     return rc;
 }
 
@@ -236,7 +207,7 @@ read_messages(natsSubscription *sub, uint64_t want, struct id_set *ids, int64_t 
 
 /* An ordered consumer from sequence 1; its leader's name into `leader`. */
 static natsStatus
-subscribe(struct conn *c, const char *stream, const char *subject, natsSubscription **sub,
+subscribe(struct test_js_conn *c, const char *stream, const char *subject, natsSubscription **sub,
           char *leader)
 {
     jsSubOptions so;
@@ -261,7 +232,7 @@ cluster_read_on(const char *url, const char *stream, const char *node, struct id
                 int64_t **stored_ns, char *err, size_t cap)
 {
     struct cluster_view v;
-    struct conn c;
+    struct test_js_conn c;
     char subject[256], leader[CLUSTER_NAME_CAP];
     jsStreamInfo *si = NULL;
     int rc = -1;
@@ -269,12 +240,13 @@ cluster_read_on(const char *url, const char *stream, const char *node, struct id
     if (stored_ns != NULL) {
         *stored_ns = NULL;
     }
-    if (cluster_stream_view(url, stream, &v, err, cap) != 0 || conn_open(&c, url, err, cap) != 0) {
+    if (cluster_stream_view(url, stream, &v, err, cap) != 0 ||
+        test_js_open(&c, url, err, cap) != 0) {
         return -1;
     }
     if (js_GetStreamInfo(&si, c.js, stream, NULL, NULL) != NATS_OK) {
         snprintf(err, cap, "stream %s info failed", stream);
-        conn_close(&c);
+        test_js_close(&c);
         return -1;
     }
     snprintf(subject, sizeof(subject), "%s", si->Config->Subjects[0]);
@@ -307,6 +279,6 @@ cluster_read_on(const char *url, const char *stream, const char *node, struct id
             nats_Sleep(1500);
         }
     }
-    conn_close(&c);
+    test_js_close(&c);
     return rc;
 }

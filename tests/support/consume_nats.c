@@ -14,38 +14,9 @@
 #include <jansson.h>
 #include <nats/nats.h>
 
+#include "js_conn_nats.h"
+
 #define NS_PER_S INT64_C(1000000000)
-
-struct conn {
-    natsConnection *nc;
-    jsCtx *js;
-};
-
-static void
-conn_close(struct conn *c)
-{
-    jsCtx_Destroy(c->js);
-    natsConnection_Destroy(c->nc);
-    memset(c, 0, sizeof(*c));
-}
-
-static int
-conn_open(struct conn *c, const char *nats_url, char *err, size_t cap)
-{
-    natsStatus s;
-
-    memset(c, 0, sizeof(*c));
-    s = natsConnection_ConnectTo(&c->nc, nats_url);
-    if (s == NATS_OK) {
-        s = natsConnection_JetStream(&c->js, c->nc, NULL);
-    }
-    if (s != NATS_OK) {
-        snprintf(err, cap, "connecting to %s: %s", nats_url, natsStatus_GetText(s));
-        conn_close(c);
-        return -1;
-    }
-    return 0;
-}
 
 static int
 fail(char *err, size_t cap, const char *doing, natsStatus s, jsErrCode code)
@@ -58,17 +29,17 @@ int
 consume_nats_state_read(const char *nats_url, const char *stream, const char *consumer,
                         struct consume_nats_state *out, char *err, size_t cap)
 {
-    struct conn c;
+    struct test_js_conn c;
     jsConsumerInfo *ci = NULL;
     jsErrCode code = 0;
     natsStatus s;
 
-    if (conn_open(&c, nats_url, err, cap) != 0) {
+    if (test_js_open(&c, nats_url, err, cap) != 0) {
         return -1;
     }
     s = js_GetConsumerInfo(&ci, c.js, stream, consumer, NULL, &code);
     if (s != NATS_OK) {
-        conn_close(&c);
+        test_js_close(&c);
         return fail(err, cap, "consumer info", s, code);
     }
     memset(out, 0, sizeof(*out));
@@ -85,7 +56,7 @@ consume_nats_state_read(const char *nats_url, const char *stream, const char *co
     snprintf(out->description, sizeof(out->description), "%s",
              ci->Config->Description != NULL ? ci->Config->Description : "");
     jsConsumerInfo_Destroy(ci);
-    conn_close(&c);
+    test_js_close(&c);
     return 0;
 }
 
@@ -93,22 +64,22 @@ int
 consume_nats_stream_max_age(const char *nats_url, const char *stream, int64_t *seconds, char *err,
                             size_t cap)
 {
-    struct conn c;
+    struct test_js_conn c;
     jsStreamInfo *si = NULL;
     jsErrCode code = 0;
     natsStatus s;
 
-    if (conn_open(&c, nats_url, err, cap) != 0) {
+    if (test_js_open(&c, nats_url, err, cap) != 0) {
         return -1;
     }
     s = js_GetStreamInfo(&si, c.js, stream, NULL, &code);
     if (s != NATS_OK) {
-        conn_close(&c);
+        test_js_close(&c);
         return fail(err, cap, "stream info", s, code);
     }
     *seconds = si->Config->MaxAge / NS_PER_S;
     jsStreamInfo_Destroy(si);
-    conn_close(&c);
+    test_js_close(&c);
     return 0;
 }
 
@@ -116,22 +87,22 @@ int
 consume_nats_last_seq(const char *nats_url, const char *stream, uint64_t *out, char *err,
                       size_t cap)
 {
-    struct conn c;
+    struct test_js_conn c;
     jsStreamInfo *si = NULL;
     jsErrCode code = 0;
     natsStatus s;
 
-    if (conn_open(&c, nats_url, err, cap) != 0) {
+    if (test_js_open(&c, nats_url, err, cap) != 0) {
         return -1;
     }
     s = js_GetStreamInfo(&si, c.js, stream, NULL, &code);
     if (s != NATS_OK) {
-        conn_close(&c);
+        test_js_close(&c);
         return fail(err, cap, "stream info", s, code);
     }
     *out = si->State.LastSeq;
     jsStreamInfo_Destroy(si);
-    conn_close(&c);
+    test_js_close(&c);
     return 0;
 }
 
@@ -139,17 +110,17 @@ int
 consume_nats_msg_id(const char *nats_url, const char *stream, uint64_t seq, char *id, size_t id_cap,
                     char *err, size_t cap)
 {
-    struct conn c;
+    struct test_js_conn c;
     natsMsg *m = NULL;
     const char *value = NULL;
     jsErrCode code = 0;
     natsStatus s;
 
-    if (conn_open(&c, nats_url, err, cap) != 0) {
+    if (test_js_open(&c, nats_url, err, cap) != 0) {
         return -1;
     }
     s = js_GetMsg(&m, c.js, stream, seq, NULL, &code);
-    conn_close(&c);
+    test_js_close(&c);
     if (s != NATS_OK) {
         return fail(err, cap, "getting a message", s, code);
     }
@@ -163,8 +134,8 @@ consume_nats_msg_id(const char *nats_url, const char *stream, uint64_t seq, char
 
 /* Publishes message `seq` again under "<old id>.<tag>"; 0 when there was no such message. */
 static natsStatus
-republish_one(struct conn *c, const char *stream, uint64_t seq, const char *tag, int *published,
-              jsErrCode *code)
+republish_one(struct test_js_conn *c, const char *stream, uint64_t seq, const char *tag,
+              int *published, jsErrCode *code)
 {
     natsMsg *old = NULL;
     jsPubOptions po;
@@ -197,10 +168,10 @@ int
 consume_nats_republish(const char *nats_url, const char *stream, uint64_t first_seq,
                        uint64_t last_seq, const char *tag, size_t *published, char *err, size_t cap)
 {
-    struct conn c;
+    struct test_js_conn c;
 
     *published = 0;
-    if (conn_open(&c, nats_url, err, cap) != 0) {
+    if (test_js_open(&c, nats_url, err, cap) != 0) {
         return -1;
     }
     for (uint64_t seq = first_seq; seq <= last_seq; seq++) {
@@ -209,12 +180,12 @@ consume_nats_republish(const char *nats_url, const char *stream, uint64_t first_
         natsStatus s = republish_one(&c, stream, seq, tag, &one, &code);
 
         if (s != NATS_OK) {
-            conn_close(&c);
+            test_js_close(&c);
             return fail(err, cap, "republishing", s, code);
         }
         *published += (size_t)one;
     }
-    conn_close(&c);
+    test_js_close(&c);
     return 0;
 }
 
@@ -223,12 +194,12 @@ consume_nats_create_consumer(const char *nats_url, const char *stream, const cha
                              const char *filter, int ack_wait_seconds, const char *description,
                              int max_ack_pending, char *err, size_t cap)
 {
-    struct conn c;
+    struct test_js_conn c;
     jsConsumerConfig cc;
     jsErrCode code = 0;
     natsStatus s;
 
-    if (conn_open(&c, nats_url, err, cap) != 0) {
+    if (test_js_open(&c, nats_url, err, cap) != 0) {
         return -1;
     }
     jsConsumerConfig_Init(&cc);
@@ -240,7 +211,7 @@ consume_nats_create_consumer(const char *nats_url, const char *stream, const cha
     cc.FilterSubject = filter;
     cc.MaxAckPending = max_ack_pending;
     s = js_AddConsumer(NULL, c.js, stream, &cc, NULL, &code);
-    conn_close(&c);
+    test_js_close(&c);
     return s == NATS_OK ? 0 : fail(err, cap, "creating the consumer", s, code);
 }
 
@@ -248,14 +219,14 @@ int
 consume_nats_create_stream(const char *nats_url, const char *stream, const char *prefix,
                            int64_t max_age_seconds, char *err, size_t cap)
 {
-    struct conn c;
+    struct test_js_conn c;
     char subject[256];
     const char *subjects[] = {subject};
     jsStreamConfig sc;
     jsErrCode code = 0;
     natsStatus s;
 
-    if (conn_open(&c, nats_url, err, cap) != 0) {
+    if (test_js_open(&c, nats_url, err, cap) != 0) {
         return -1;
     }
     snprintf(subject, sizeof(subject), "%s.>", prefix);
@@ -267,7 +238,7 @@ consume_nats_create_stream(const char *nats_url, const char *stream, const char 
     sc.MaxAge = max_age_seconds * NS_PER_S;
     sc.Duplicates = 3600 * NS_PER_S;
     s = js_AddStream(NULL, c.js, &sc, NULL, &code);
-    conn_close(&c);
+    test_js_close(&c);
     return s == NATS_OK ? 0 : fail(err, cap, "creating the stream", s, code);
 }
 

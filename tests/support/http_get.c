@@ -83,3 +83,21 @@ http_free_port(void)
     }
     return port;
 }
+
+char *
+http_wait_metric(int port, const char *series, double want)
+{
+    long long deadline = harness_now_ms() + 30000;
+    char *body = NULL;
+
+    for (;;) {
+        free(body);
+        body = NULL;
+        /* The daemon's HTTP server may not listen yet: 0 until it does. */
+        if (http_get(port, "/metrics", &body) == 200 && http_metric(body, series) >= want) {
+            return body;
+        }
+        cr_assert_lt(harness_now_ms(), deadline, "%s never reached %g:\n%s", series, want, body);
+        harness_sleep_ms(200);
+    }
+}

@@ -19,6 +19,12 @@ int http_get(int port, const char *path, char **body);
  */
 double http_metric(const char *body, const char *series);
 
+/*
+ * Polls /metrics on `port` until `series` reads at least `want` (30 s at
+ * most, else the test fails); returns that body (malloc'd: the caller frees).
+ */
+char *http_wait_metric(int port, const char *series, double want);
+
 /* A loopback TCP port free right now, for a daemon's OUTBOX_HTTP_ADDR. */
 int http_free_port(void);
 

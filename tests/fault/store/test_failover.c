@@ -44,22 +44,13 @@ static char dir_a[64], dir_b[64];
 static int
 run(char *const argv[], char *const env[])
 {
-    struct harness_proc p;
-
-    harness_spawn(&p, argv, env);
-    return harness_proc_wait(&p, 120000);
-}
-
-static void
-nothing(PGconn *c)
-{
-    (void)c;
+    return harness_run(argv, env, 120000);
 }
 
 static void
 setup(void)
 {
-    conn = chaos_begin(nothing, 0);
+    conn = chaos_begin(NULL, 0);
     snprintf(dir_a, sizeof(dir_a), "/tmp/obx-primary-XXXXXX");
     snprintf(dir_b, sizeof(dir_b), "/tmp/obx-standby-XXXXXX");
     cr_assert(mkdtemp(dir_a) != NULL && mkdtemp(dir_b) != NULL);

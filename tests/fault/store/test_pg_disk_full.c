@@ -35,22 +35,13 @@ static int mounted, booted;
 static int
 run(char *const argv[], char *const env[])
 {
-    struct harness_proc p;
-
-    harness_spawn(&p, argv, env);
-    return harness_proc_wait(&p, 60000);
-}
-
-static void
-nothing(PGconn *c)
-{
-    (void)c;
+    return harness_run(argv, env, 60000);
 }
 
 static void
 setup(void)
 {
-    conn = chaos_begin(nothing, 0);
+    conn = chaos_begin(NULL, 0);
     snprintf(dir, sizeof(dir), "/tmp/obx-pg-tmpfs-XXXXXX");
     cr_assert_not_null(mkdtemp(dir));
     mounted = booted = 0;

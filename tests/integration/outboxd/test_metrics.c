@@ -39,25 +39,6 @@ teardown(void)
 
 TestSuite(metrics, .init = setup, .fini = teardown, .timeout = 120);
 
-/* Waits until `series` reads at least `want` on /metrics; returns the last body. */
-static char *
-wait_metric(int port, const char *series, double want)
-{
-    long long deadline = harness_now_ms() + 30000;
-    char *body = NULL;
-
-    for (;;) {
-        free(body);
-        body = NULL;
-        /* The daemon's HTTP server may not listen yet: 0 until it does. */
-        if (http_get(port, "/metrics", &body) == 200 && http_metric(body, series) >= want) {
-            return body;
-        }
-        cr_assert_lt(harness_now_ms(), deadline, "%s never reached %g:\n%s", series, want, body);
-        harness_sleep_ms(200);
-    }
-}
-
 /* A histogram's buckets only grow, and +Inf equals its _count. */
 static void
 expect_histogram(const char *body, const char *name, double min_count)
@@ -99,13 +80,13 @@ Test(metrics, a_relay_reports_its_counters_histograms_and_the_outboxs_health)
     relay_env_set(&env, "OUTBOX_DUPLICATE_WINDOW_SECONDS", "600");
     relay_test_start(&relay, &env, "metrics-1");
 
-    body = wait_metric(port, "outbox_relay_published_total", 200);
+    body = http_wait_metric(port, "outbox_relay_published_total", 200);
     expect_histogram(body, "outbox_relay_lease_duration_seconds", 1);
     expect_histogram(body, "outbox_relay_finish_duration_seconds", 1);
     expect_histogram(body, "outbox_relay_publish_duration_seconds", 1);
     free(body);
     /* Sampled every few seconds: dead tuples of the finished rows, nothing waiting. */
-    body = wait_metric(port, "outbox_relay_table_dead_tuples", 1);
+    body = http_wait_metric(port, "outbox_relay_table_dead_tuples", 1);
     cr_expect_eq(http_metric(body, "outbox_relay_oldest_due_age_seconds"), 0, "%s", body);
     cr_expect_eq(http_metric(body, "outbox_relay_dedup_headroom_seconds"), 600,
                  "nothing leased: the whole window is headroom\n%s", body);
@@ -117,7 +98,7 @@ Test(metrics, a_relay_reports_its_counters_histograms_and_the_outboxs_health)
     /* A broker outage: rows wait, and the gauge says how long the oldest has. */
     harness_nats_kill(SIGKILL);
     relay_test_enqueue(conn, 10);
-    body = wait_metric(port, "outbox_relay_oldest_due_age_seconds", 2);
+    body = http_wait_metric(port, "outbox_relay_oldest_due_age_seconds", 2);
     cr_expect_eq(http_metric(body, "outbox_broker_up"), 0, "%s", body);
     free(body);
     harness_nats_start();
@@ -142,14 +123,14 @@ Test(metrics, a_consumer_reports_claims_and_each_handlers_counters_and_dead_lett
     consume_test_start(&c, &g.env, "metrics-c1", handlers);
 
     /* Every event claimed for both handlers (the broken one runs after the audit one). */
-    body = wait_metric(port, "outbox_consumer_claims_total", 60);
+    body = http_wait_metric(port, "outbox_consumer_claims_total", 60);
     cr_expect_eq(http_metric(body, "outbox_consumer_handler_handled_total{handler=\"audit\"}"), 30,
                  "%s", body);
     cr_expect_eq(http_metric(body, "outbox_consumer_handler_handled_total{handler=\"broken\"}"), 0);
     expect_histogram(body, "outbox_consumer_batch_duration_seconds", 1);
     free(body);
     /* One attempt each: every event of the broken handler is a dead letter, sampled. */
-    body = wait_metric(port, "outbox_dead_letters{handler=\"broken\"}", 30);
+    body = http_wait_metric(port, "outbox_dead_letters{handler=\"broken\"}", 30);
     cr_expect_eq(http_metric(body, "outbox_dead_letters{handler=\"audit\"}"), 0);
     cr_expect_eq(http_metric(body, "outbox_consumer_handler_failed_total{handler=\"broken\"}"), 30,
                  "%s", body);

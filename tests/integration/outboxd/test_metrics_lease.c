@@ -35,26 +35,6 @@ teardown(void)
 
 TestSuite(metrics_lease, .init = setup, .fini = teardown, .timeout = 120);
 
-/* Waits until `series` reads at least `want` on /metrics; returns the last body. */
-static char *
-wait_metric(int port, const char *series, double want)
-{
-    long long deadline = harness_now_ms() + 30000;
-    char *body = NULL;
-
-    for (;;) {
-        free(body);
-        body = NULL;
-        /* The daemon's HTTP server may not listen yet: 0 until it does. */
-        if (http_get(port, "/metrics", &body) == 200 && http_metric(body, series) >= want) {
-            return body;
-        }
-        cr_assert_lt(harness_now_ms(), deadline, "%s never reached %g:\n%s", series, want,
-                     body ? body : "(no answer)");
-        harness_sleep_ms(200);
-    }
-}
-
 Test(metrics_lease, rows_taken_over_after_their_lease_ran_out_are_counted_once_each)
 {
     struct harness_proc relay;
@@ -73,12 +53,12 @@ Test(metrics_lease, rows_taken_over_after_their_lease_ran_out_are_counted_once_e
     relay_env_set(&env, "OUTBOX_HTTP_ADDR", addr);
     relay_test_start(&relay, &env, "metrics-lease-1");
 
-    body = wait_metric(port, "outbox_relay_published_total", 50);
+    body = http_wait_metric(port, "outbox_relay_published_total", 50);
     cr_expect_eq(http_metric(body, "outbox_relay_lease_expiries_total"), 30, "%s", body);
     free(body);
     cr_expect_eq(relay_test_count(conn, "lease_expiries = 1"), 30);
     /* Sampled every few seconds, like the other gauges of the outbox. */
-    body = wait_metric(port, "outbox_relay_table_dead_tuples", 1);
+    body = http_wait_metric(port, "outbox_relay_table_dead_tuples", 1);
     cr_expect_geq(http_metric(body, "outbox_relay_rows_scanned_per_lease"), 0, "%s", body);
     free(body);
     relay_test_stop(&relay, 10000);
