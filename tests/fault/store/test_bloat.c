@@ -185,6 +185,26 @@ at_fraction(const struct sample *s, int n, double fraction)
     return &s[best];
 }
 
+/*
+ * The most dead rows any sample between `from` and `to` (fractions of the
+ * run) saw: n_dead_tup is a sawtooth between vacuums, so peaks are compared,
+ * not points that may fall just after a vacuum.
+ */
+static long long
+dead_peak(const struct sample *s, int n, double from, double to)
+{
+    long long first = s[0].at_ms, span = s[n - 1].at_ms - s[0].at_ms, peak = 0;
+
+    for (int i = 0; i < n; i++) {
+        double at = span > 0 ? (double)(s[i].at_ms - first) / (double)span : 0;
+
+        if (at >= from && at <= to && s[i].dead > peak) {
+            peak = s[i].dead;
+        }
+    }
+    return peak;
+}
+
 static struct sample samples[MAX_SAMPLES];
 
 static void
@@ -283,6 +303,17 @@ soak_run(const char *mode, const char *stream, const char *prefix, int seconds)
         cr_assert_leq(per_row_end, 2 * per_row_sixth,
                       "bytes per live row grew from %.0f at 1/6 of the run to %.0f", per_row_sixth,
                       per_row_end);
+    }
+    {
+        long long early = dead_peak(s, n, 0, 1.0 / 3), late = dead_peak(s, n, 2.0 / 3, 1);
+
+        /* Unvacuumed, dead rows grow with the run: the last third's peak is ~3x the first's. */
+        cr_log_info("T15 %s: n_dead_tup peaked at %lld in the first third, %lld in the last", mode,
+                    early, late);
+        cr_assert_leq(late, 2 * early + 1000,
+                      "dead rows grow through the run: peak %lld in the first third, %lld in "
+                      "the last",
+                      early, late);
     }
     if (chaos_soak()) {
         long long minutes = (end->at_ms - s[0].at_ms) / 60000;
