@@ -12,7 +12,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <criterion/criterion.h>
+
 #include "common/buf.h"
+#include "harness.h"
 
 #include "common/banned.h" /* last: poisons unsafe functions */
 
