@@ -42,7 +42,8 @@ void obx_bus_options_init(struct obx_bus_options *opts);
 
 struct obx_config;
 
-/* The options the configuration gives (bus kind, URLs, credentials, TLS, window); `name` borrowed. */
+/* The options the configuration gives (bus kind, URLs, credentials, TLS, window); `name` borrowed.
+ */
 void obx_bus_options_from_config(struct obx_bus_options *opts, const struct obx_config *cfg,
                                  const char *name);
 

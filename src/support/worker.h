@@ -19,9 +19,9 @@
 enum { OBX_WORKER_MAX_STATS = 32, OBX_WORKER_MAX_HISTOGRAMS = 4 };
 
 struct obx_worker {
-    const char *role;                     /* "relay", "consumer": its key in log lines */
-    struct obx_config cfg;                /* owned copy of the caller's configuration */
-    char name[96];                        /* cfg.name, or host-pid when it is unset */
+    const char *role;          /* "relay", "consumer": its key in log lines */
+    struct obx_config cfg;     /* owned copy of the caller's configuration */
+    char name[96];             /* cfg.name, or host-pid when it is unset */
     atomic_int stop_requested; /* set by the public _stop(), from any thread or a signal handler */
     pthread_mutex_t stats_lock;
     unsigned long long stats[OBX_WORKER_MAX_STATS]; /* by the public stat ids; stats_lock */
