@@ -26,6 +26,7 @@ struct obx_bench_env {
     int batch_given;          /* --batch was given: the sustained case uses it too */
     double sustain_seconds;   /* how long the sustained-load writers run */
     const char *writer;       /* sustained writers: "c" (outbox_enqueue_batch) or "sql" */
+    const char *table;        /* sustained: "fresh" or "bloated" (relayed rows kept, no vacuum) */
     const char *only_case;    /* NULL: every case of the bench; else just this one */
 };
 

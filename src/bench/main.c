@@ -28,6 +28,9 @@ usage(FILE *out)
           "  --sustain-seconds S  sustained-load writers run this long (default 60)\n"
           "  --writer c|sql       sustained-load writers: outbox_enqueue_batch() or 100\n"
           "                       outbox.enqueue() calls per transaction (default c)\n"
+          "  --table fresh|bloated  sustained: a freshly migrated outbox, or one that already\n"
+          "                       relayed 300,000 events (kept as done rows) and was never\n"
+          "                       vacuumed (default fresh)\n"
           "  --case NAME          one case: enqueue: a name as in its output (enqueue_sql_single,\n"
           "                       ...) with its raw baseline; relay: rate, latency or sustained\n"
           "OUTBOX_DATABASE_URL / OUTBOX_NATS_URL: servers to use; unset: throwaway ones.\n",
@@ -56,6 +59,8 @@ parse_args(int argc, char **argv, struct obx_bench_env *env)
             env->sustain_seconds = strtod(value, NULL);
         } else if (strcmp(argv[i], "--writer") == 0) {
             env->writer = value;
+        } else if (strcmp(argv[i], "--table") == 0) {
+            env->table = value;
         } else if (strcmp(argv[i], "--case") == 0) {
             env->only_case = value;
         } else {
@@ -67,6 +72,7 @@ parse_args(int argc, char **argv, struct obx_bench_env *env)
                    env->events > 0 && env->batch > 0 && env->batch <= 10000 &&
                    env->sustain_seconds > 0 &&
                    (strcmp(env->writer, "c") == 0 || strcmp(env->writer, "sql") == 0) &&
+                   (strcmp(env->table, "fresh") == 0 || strcmp(env->table, "bloated") == 0) &&
                    /* enqueue checks its own case names (it has many) */
                    (env->only_case == NULL || strcmp(argv[1], "relay") != 0 ||
                     strcmp(env->only_case, "rate") == 0 || strcmp(env->only_case, "latency") == 0 ||
@@ -126,7 +132,8 @@ main(int argc, char **argv)
                                 .events = 50000,
                                 .batch = 500,
                                 .sustain_seconds = 60,
-                                .writer = "c"};
+                                .writer = "c",
+                                .table = "fresh"};
     struct obx_devserver *servers;
     int relay, consume, fleet, code;
 

@@ -22,7 +22,7 @@
 
 #include "common/banned.h" /* last: poisons unsafe functions */
 
-enum { WRITERS = 4, RELAYS = 2, PER_TX = 100, SAMPLE_MS = 250 };
+enum { WRITERS = 4, RELAYS = 2, PER_TX = 100, SAMPLE_MS = 250, BLOAT_EVENTS = 300000 };
 
 #define FRESH_DB "outbox_bench_sustained"
 
@@ -192,6 +192,24 @@ backlog(PGconn *conn)
                                   "WHERE published_at IS NULL AND status IN ('pending', 'leased')");
 }
 
+/*
+ * The bloated table: BLOAT_EVENTS written as fast as one connection can and
+ * relayed by the running relays before the measured load starts, with no
+ * vacuum, so the measure begins on done rows kept in mark mode and the dead
+ * versions and index entries their leases and finishes left (autovacuum may
+ * come by later, as it would).
+ */
+static void
+bloat(PGconn *conn)
+{
+    for (long long done = 0; done < BLOAT_EVENTS; done += 1000) {
+        obx_bench_write_batch(conn, 1000);
+    }
+    for (double start = obx_bench_now(); backlog(conn) > 0 && obx_bench_now() - start < 120;) {
+        obx_bench_pace(obx_bench_now(), 0.1);
+    }
+}
+
 /* The largest values seen while the writers ran. */
 struct peaks {
     long long backlog, dead_tuples, samples;
@@ -209,28 +227,58 @@ sample(PGconn *conn, struct peaks *p)
     p->samples++;
 }
 
-/*
- * The q-quantile of the relays' histogram `id`, in ms: linear within its
- * bucket, as Prometheus' histogram_quantile() reads it. `*bucket_ms` gets
- * that bucket's upper bound (-1: past the last finite bound).
+enum { MAX_BUCKETS = 32 };
+
+/* The relays' histogram `id`, summed: per bucket, at or below its bound, as the relays give them.
  */
-static double
-quantile_ms(struct obx_bench_workers *ws, outbox_relay_histogram_id id, double q, double *bucket_ms)
+struct relay_counts {
+    unsigned long long at_or_below[MAX_BUCKETS];
+};
+
+static void
+relay_counts(struct obx_bench_workers *ws, outbox_relay_histogram_id id, struct relay_counts *c)
 {
-    enum { MAX_BUCKETS = 32 };
     const double *bounds;
     size_t n = outbox_histogram_bounds(&bounds);
-    unsigned long long at_or_below[MAX_BUCKETS] = {0}; /* cumulative, as the relays give them */
-    double sum, rank;
+    double sum;
 
+    (void)bounds;
+    memset(c, 0, sizeof(*c));
     n = n < MAX_BUCKETS ? n : MAX_BUCKETS;
     for (int r = 0; r < ws->count; r++) {
         unsigned long long one[MAX_BUCKETS];
         size_t got = outbox_relay_histogram(ws->w[r].relay, id, one, n, &sum);
 
         for (size_t b = 0; b < got; b++) {
-            at_or_below[b] += one[b];
+            c->at_or_below[b] += one[b];
         }
+    }
+}
+
+/* What the relays' lease and finish histograms held when the measure began. */
+struct measure_start {
+    struct relay_counts lease, finish;
+};
+
+/*
+ * The q-quantile of the relays' histogram `id` since `since`, in ms: linear
+ * within its bucket, as Prometheus' histogram_quantile() reads it.
+ * `*bucket_ms` gets that bucket's upper bound (-1: past the last finite bound).
+ */
+static double
+quantile_ms(struct obx_bench_workers *ws, outbox_relay_histogram_id id,
+            const struct relay_counts *since, double q, double *bucket_ms)
+{
+    const double *bounds;
+    size_t n = outbox_histogram_bounds(&bounds);
+    struct relay_counts now;
+    unsigned long long *at_or_below = now.at_or_below;
+    double rank;
+
+    n = n < MAX_BUCKETS ? n : MAX_BUCKETS;
+    relay_counts(ws, id, &now);
+    for (size_t b = 0; b < n; b++) {
+        at_or_below[b] -= since->at_or_below[b];
     }
     *bucket_ms = -1;
     if (n == 0 || at_or_below[n - 1] == 0) {
@@ -350,18 +398,19 @@ set_count(json_t *line, const char *key, long long value)
 
 /* The relays' lease and finish latency from their histograms. */
 static void
-add_latencies(json_t *line, struct obx_bench_workers *relays)
+add_latencies(json_t *line, struct obx_bench_workers *relays, const struct measure_start *m)
 {
     double bucket;
 
-    set_number(line, "lease_p50_ms", quantile_ms(relays, OUTBOX_RELAY_LEASE_SECONDS, 0.5, &bucket));
+    set_number(line, "lease_p50_ms",
+               quantile_ms(relays, OUTBOX_RELAY_LEASE_SECONDS, &m->lease, 0.5, &bucket));
     set_number(line, "lease_p99_ms",
-               quantile_ms(relays, OUTBOX_RELAY_LEASE_SECONDS, 0.99, &bucket));
+               quantile_ms(relays, OUTBOX_RELAY_LEASE_SECONDS, &m->lease, 0.99, &bucket));
     set_number(line, "lease_p99_bucket_ms", bucket);
     set_number(line, "finish_p50_ms",
-               quantile_ms(relays, OUTBOX_RELAY_FINISH_SECONDS, 0.5, &bucket));
+               quantile_ms(relays, OUTBOX_RELAY_FINISH_SECONDS, &m->finish, 0.5, &bucket));
     set_number(line, "finish_p99_ms",
-               quantile_ms(relays, OUTBOX_RELAY_FINISH_SECONDS, 0.99, &bucket));
+               quantile_ms(relays, OUTBOX_RELAY_FINISH_SECONDS, &m->finish, 0.99, &bucket));
 }
 
 int
@@ -369,12 +418,14 @@ obx_bench_sustained(const struct obx_bench_env *env)
 {
     const double rate = 10000, seconds = env->sustain_seconds;
     int sql = strcmp(env->writer, "sql") == 0;
+    int bloated = strcmp(env->table, "bloated") == 0;
     struct writer writers[WRITERS];
     struct obx_bench_workers relays = {0};
     struct obx_bench_env fresh = *env;
     struct obx_bench_ack_watch *watch;
     PGconn *admin = obx_bench_connect(env), *conn;
     struct peaks peaks = {0};
+    struct measure_start measured;
     long long written = 0, at_end, left, wal_start, samples;
     double start, stop, drained, ack_p50, ack_p99;
     char *url = conninfo_for(env->database_url, FRESH_DB);
@@ -392,8 +443,13 @@ obx_bench_sustained(const struct obx_bench_env *env)
     watch = obx_bench_ack_watch_start(env->nats_url, "benchsus.>",
                                       (long long)(seconds * rate / WRITERS / PER_TX + 1) * WRITERS *
                                           PER_TX);
-    wal_start = wal_position(conn);
     start_relays(&fresh, &relays);
+    if (bloated) {
+        bloat(conn);
+    }
+    wal_start = wal_position(conn);
+    relay_counts(&relays, OUTBOX_RELAY_LEASE_SECONDS, &measured.lease);
+    relay_counts(&relays, OUTBOX_RELAY_FINISH_SECONDS, &measured.finish);
     start = obx_bench_now();
     start_writers(writers, &fresh, sql, rate, seconds);
     while (obx_bench_now() - start < seconds) {
@@ -418,6 +474,8 @@ obx_bench_sustained(const struct obx_bench_env *env)
     json_object_set_new(line, "bench", json_string("relay"));
     json_object_set_new(line, "case", json_string("sustained"));
     json_object_set_new(line, "writer", json_string(sql ? "sql" : "c"));
+    json_object_set_new(line, "table", json_string(env->table));
+    set_count(line, "relayed_before", bloated ? BLOAT_EVENTS : 0);
     json_object_set_new(line, "settings", settings);
     set_number(line, "rate", rate);
     set_number(line, "seconds", seconds);
@@ -430,7 +488,7 @@ obx_bench_sustained(const struct obx_bench_env *env)
     set_number(line, "backlog_max_seconds_of_production", (double)peaks.backlog / rate);
     set_count(line, "backlog_at_end", at_end);
     set_number(line, "drain_seconds", left == 0 ? drained : -1.0);
-    add_latencies(line, &relays);
+    add_latencies(line, &relays, &measured);
     set_number(line, "commit_to_ack_p50_ms", ack_p50);
     set_number(line, "commit_to_ack_p99_ms", ack_p99);
     set_count(line, "commit_to_ack_samples", samples);
