@@ -23,6 +23,7 @@
 #include "consume_test.h"
 #include "ctl_test.h"
 #include "harness.h"
+#include "stream_admin_nats.h"
 
 #include "common/banned.h" /* last: poisons unsafe functions */
 
@@ -177,29 +178,16 @@ Test(ctl_dead, requeue_runs_each_dead_letter_exactly_once_more_on_the_db_backend
 static void
 stream_with_max_msg_size(const char *name, const char *prefix, int32_t max_msg_size, int update)
 {
-    natsConnection *nc = NULL;
-    jsCtx *js = NULL;
-    jsStreamConfig cfg;
-    char subject[64];
-    const char *subjects[1] = {subject};
-    jsErrCode code = 0;
+    char subject[64], err[256];
+    struct stream_admin_spec spec = {.name = name,
+                                     .subjects = subject,
+                                     .duplicates_s = 3600,
+                                     .max_age_s = 7LL * 86400,
+                                     .max_msg_size = max_msg_size,
+                                     .update = update};
 
     snprintf(subject, sizeof(subject), "%s.>", prefix);
-    cr_assert_eq(natsConnection_ConnectTo(&nc, harness_nats_url()), NATS_OK);
-    cr_assert_eq(natsConnection_JetStream(&js, nc, NULL), NATS_OK);
-    jsStreamConfig_Init(&cfg);
-    cfg.Name = name;
-    cfg.Subjects = subjects;
-    cfg.SubjectsLen = 1;
-    cfg.Storage = js_FileStorage;
-    cfg.MaxMsgSize = max_msg_size > 0 ? max_msg_size : -1;
-    cfg.Duplicates = 3600LL * 1000 * 1000 * 1000;
-    cfg.MaxAge = 7LL * 86400 * 1000 * 1000 * 1000;
-    cr_assert_eq(update ? js_UpdateStream(NULL, js, &cfg, NULL, &code)
-                        : js_AddStream(NULL, js, &cfg, NULL, &code),
-                 NATS_OK, "stream: error %d", (int)code);
-    jsCtx_Destroy(js);
-    natsConnection_Destroy(nc);
+    cr_assert_eq(stream_admin_put(harness_nats_url(), &spec, err, sizeof(err)), 0, "%s", err);
 }
 
 Test(ctl_dead, requeue_of_the_relays_dead_letters_publishes_them_again)

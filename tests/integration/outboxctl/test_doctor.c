@@ -16,6 +16,7 @@
 #include "ctl_test.h"
 #include "harness.h"
 #include "relay_test.h"
+#include "stream_admin_nats.h"
 
 #include "common/banned.h" /* last: poisons unsafe functions */
 
@@ -42,27 +43,15 @@ static void
 make_stream(const char *name, const char *prefix, int64_t dupe_window_s,
             jsRetentionPolicy retention)
 {
-    natsConnection *nc = NULL;
-    jsCtx *js = NULL;
-    jsStreamConfig cfg;
-    char subject[64];
-    const char *subjects[1] = {subject};
-    jsErrCode code = 0;
+    char subject[64], err[256];
+    struct stream_admin_spec spec = {.name = name,
+                                     .subjects = subject,
+                                     .duplicates_s = dupe_window_s,
+                                     .max_age_s = 7LL * 86400,
+                                     .retention = retention};
 
     snprintf(subject, sizeof(subject), "%s.>", prefix);
-    cr_assert_eq(natsConnection_ConnectTo(&nc, harness_nats_url()), NATS_OK);
-    cr_assert_eq(natsConnection_JetStream(&js, nc, NULL), NATS_OK);
-    jsStreamConfig_Init(&cfg);
-    cfg.Name = name;
-    cfg.Subjects = subjects;
-    cfg.SubjectsLen = 1;
-    cfg.Storage = js_FileStorage;
-    cfg.Retention = retention;
-    cfg.MaxAge = 7LL * 86400 * 1000000000LL;
-    cfg.Duplicates = dupe_window_s * 1000000000LL;
-    cr_assert_eq(js_AddStream(NULL, js, &cfg, NULL, &code), NATS_OK, "add stream: %d", (int)code);
-    jsCtx_Destroy(js);
-    natsConnection_Destroy(nc);
+    cr_assert_eq(stream_admin_put(harness_nats_url(), &spec, err, sizeof(err)), 0, "%s", err);
 }
 
 /* The finding `check` of a doctor --json run; fails if there is none. */

@@ -26,6 +26,7 @@
 #include "harness.h"
 #include "relay_check.h"
 #include "relay_test.h"
+#include "stream_admin_nats.h"
 
 #include "common/banned.h" /* last: poisons unsafe functions */
 
@@ -174,27 +175,12 @@ Test(bad_rows_small_payload, quarantines_invalid_rows_with_a_reason_and_publishe
 static void
 create_stream_refusing_above(const char *name, const char *prefix, int32_t max_msg_size)
 {
-    natsConnection *nc = NULL;
-    jsCtx *js = NULL;
-    jsStreamConfig cfg;
-    char subject[64];
-    const char *subjects[1] = {subject};
-    jsErrCode code = 0;
+    char subject[64], err[256];
+    struct stream_admin_spec spec = {
+        .name = name, .subjects = subject, .duplicates_s = 3600, .max_msg_size = max_msg_size};
 
     snprintf(subject, sizeof(subject), "%s.>", prefix);
-    cr_assert_eq(natsConnection_ConnectTo(&nc, harness_nats_url()), NATS_OK);
-    cr_assert_eq(natsConnection_JetStream(&js, nc, NULL), NATS_OK);
-    jsStreamConfig_Init(&cfg);
-    cfg.Name = name;
-    cfg.Subjects = subjects;
-    cfg.SubjectsLen = 1;
-    cfg.Storage = js_FileStorage;
-    cfg.MaxMsgSize = max_msg_size;
-    cfg.Duplicates = 3600LL * 1000 * 1000 * 1000;
-    cr_assert_eq(js_AddStream(NULL, js, &cfg, NULL, &code), NATS_OK, "add stream: error %d",
-                 (int)code);
-    jsCtx_Destroy(js);
-    natsConnection_Destroy(nc);
+    cr_assert_eq(stream_admin_put(harness_nats_url(), &spec, err, sizeof(err)), 0, "%s", err);
 }
 
 enum { MAX_ATTEMPTS = 4, BASE_MS = 1000 };
