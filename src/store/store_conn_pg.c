@@ -93,6 +93,8 @@ obx_store_open(const struct obx_store_options *opts, struct obx_store **out, out
     }
     status = obx_pg_session_init(&store->pg, opts->conninfo, opts->application_name, opts->schema,
                                  sql_templates, OBX_STORE_SQL_COUNT, err);
+    /* Only the store's own statements run in its session: prepared once (pg_conn.h). */
+    store->pg.use_prepared = 1;
     if (status == OUTBOX_OK) {
         status = connect_store(store, err);
     }

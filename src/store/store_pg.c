@@ -94,8 +94,7 @@ obx_store_lease(struct obx_store *store, int limit, int lease_seconds, int max_l
     snprintf(limit_text, sizeof(limit_text), "%d", limit);
     snprintf(lease_text, sizeof(lease_text), "%d", lease_seconds);
     snprintf(expiries_text, sizeof(expiries_text), "%d", max_lease_expiries);
-    res = PQexecParams(store->pg.conn, store->pg.sql[OBX_STORE_LEASE], 3, NULL, params, NULL, NULL,
-                       0);
+    res = obx_pg_session_exec(&store->pg, OBX_STORE_LEASE, params, 3);
     if (PQresultStatus(res) != PGRES_TUPLES_OK) {
         status = obx_fail_pg(err, store->pg.conn, res, "lease a batch");
         PQclear(res);
@@ -267,8 +266,8 @@ finish_all_done(struct obx_store *store, const struct finish_call *call, const c
     const char *params[] = {call->lease->token, ids, seqs};
     enum obx_store_sql which =
         call->opts->mode == OBX_FINISH_PRUNE ? OBX_STORE_DONE_PRUNE : OBX_STORE_DONE_MARK;
-    PGresult *res = PQexecParams(store->pg.conn, store->pg.sql[which],
-                                 which == OBX_STORE_DONE_MARK ? 3 : 2, NULL, params, NULL, NULL, 0);
+    PGresult *res =
+        obx_pg_session_exec(&store->pg, which, params, which == OBX_STORE_DONE_MARK ? 3 : 2);
     outbox_status status = OUTBOX_OK;
 
     if (PQresultStatus(res) != PGRES_COMMAND_OK) {
@@ -307,8 +306,7 @@ finish_mixed(struct obx_store *store, const struct finish_call *call, const char
     snprintf(delay_text, sizeof(delay_text), "%d", o->release_delay_ms);
     snprintf(base_text, sizeof(base_text), "%d", o->backoff_base_ms);
     snprintf(cap_text, sizeof(cap_text), "%d", o->backoff_cap_ms);
-    res = PQexecParams(store->pg.conn, store->pg.sql[OBX_STORE_FINISH_ROWS], 11, NULL, params, NULL,
-                       NULL, 0);
+    res = obx_pg_session_exec(&store->pg, OBX_STORE_FINISH_ROWS, params, 11);
     if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1) {
         status = obx_fail_pg(err, store->pg.conn, res, "finish a batch");
     } else {
@@ -429,8 +427,7 @@ obx_store_extend(struct obx_store *store, const struct obx_lease *lease, size_t 
     params[0] = lease->token;
     params[1] = obx_lease_id(lease, i);
     params[2] = seconds_text;
-    res = PQexecParams(store->pg.conn, store->pg.sql[OBX_STORE_EXTEND], 3, NULL, params, NULL, NULL,
-                       0);
+    res = obx_pg_session_exec(&store->pg, OBX_STORE_EXTEND, params, 3);
     if (PQresultStatus(res) != PGRES_COMMAND_OK) {
         status = obx_fail_pg(err, store->pg.conn, res, "extend a lease");
     } else if (strcmp(PQcmdTuples(res), "1") != 0) {

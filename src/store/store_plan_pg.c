@@ -22,22 +22,27 @@
 static outbox_status
 explain(struct obx_store *store, int limit, int analyze, char **json, outbox_error *err)
 {
-    char limit_text[16];
-    const char *params[] = {limit_text, "60", "5"};
+    char args[48], name[OBX_PG_STATEMENT_NAME_CAP];
     struct obx_buf sql;
     PGresult *res;
-    outbox_status status = OUTBOX_OK;
+    outbox_status status = obx_pg_session_prepare(&store->pg, OBX_STORE_LEASE, 3, err);
 
-    snprintf(limit_text, sizeof(limit_text), "%d", limit);
+    if (status != OUTBOX_OK) {
+        return status;
+    }
+    /* EXECUTE takes literals only: limit, lease seconds, max lease expiries. */
+    snprintf(args, sizeof(args), "(%d, 60, 5)", limit);
     obx_buf_init(&sql);
-    obx_buf_append_str(&sql, analyze ? "EXPLAIN (FORMAT JSON, ANALYZE, BUFFERS) "
-                                     : "EXPLAIN (FORMAT JSON) ");
-    obx_buf_append_str(&sql, store->pg.sql[OBX_STORE_LEASE]);
+    /* EXPLAIN EXECUTE: the plan the relay's prepared lease runs, not a fresh one. */
+    obx_buf_append_str(&sql, analyze ? "EXPLAIN (FORMAT JSON, ANALYZE, BUFFERS) EXECUTE "
+                                     : "EXPLAIN (FORMAT JSON) EXECUTE ");
+    obx_buf_append_str(&sql, obx_pg_session_statement_name(OBX_STORE_LEASE, name));
+    obx_buf_append_str(&sql, args);
     if (obx_buf_failed(&sql)) {
         obx_buf_fini(&sql);
         return obx_fail(err, OUTBOX_ENOMEM, "lease plan: out of memory");
     }
-    res = PQexecParams(store->pg.conn, sql.data, 3, NULL, params, NULL, NULL, 0);
+    res = PQexec(store->pg.conn, sql.data);
     obx_buf_fini(&sql);
     if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1) {
         status = obx_fail_pg(err, store->pg.conn, res, "explain the lease");

@@ -65,6 +65,8 @@ struct obx_pg_session {
     struct obx_pg_target target;       /* where to (re)connect */
     char *sql[OBX_PG_SESSION_MAX_SQL]; /* owned: `templates` rendered for the schema */
     size_t sql_count;
+    int use_prepared;  /* run sql[] as prepared statements (see obx_pg_session_exec()) */
+    unsigned prepared; /* bit `which`: sql[which] is prepared on this connection */
 };
 
 /* Renders `count` statement templates for `schema`; connects nothing. */
@@ -73,15 +75,37 @@ outbox_status obx_pg_session_init(struct obx_pg_session *s, const char *conninfo
                                   const char *const *templates, size_t count, outbox_error *err);
 void obx_pg_session_fini(struct obx_pg_session *s);
 
-/* Closes the connection held, if any, and makes a new one (obx_pg_target_connect()). */
+/*
+ * Closes the connection held, if any, and makes a new one
+ * (obx_pg_target_connect()); the new one has no statement prepared.
+ */
 outbox_status obx_pg_session_connect(struct obx_pg_session *s, outbox_error *err);
 
 /* OUTBOX_EUNAVAILABLE unless the session holds a live connection. */
 outbox_status obx_pg_session_require(struct obx_pg_session *s, outbox_error *err);
 
-/* Runs statement `which`; the caller checks and PQclear()s the result. */
+/*
+ * Runs statement `which`. With `use_prepared` (the store's sessions), as a
+ * named prepared statement (obx_sql_<which>) prepared on first use on each
+ * connection: the relay's statements run thousands of times a second, and
+ * parsing and planning the lease's CTE anew each time cost as much as
+ * running it. A statement the server forgot (a pooler's DISCARD ALL) or
+ * whose cached plan went stale (a migration changed its result) is
+ * prepared again, and run again at once outside a transaction. The ledger
+ * keeps unnamed statements: its transactions run handlers' SQL, which may
+ * DEALLOCATE ALL, and a forgotten statement would abort the transaction.
+ * The caller checks and PQclear()s the result.
+ */
 PGresult *obx_pg_session_exec(struct obx_pg_session *s, size_t which, const char *const *params,
                               int nparams);
+
+/* Prepares statement `which` now unless it is (EXPLAIN EXECUTE needs it). */
+outbox_status obx_pg_session_prepare(struct obx_pg_session *s, size_t which, int nparams,
+                                     outbox_error *err);
+
+/* The prepared statement's name of statement `which`: `name`. */
+enum { OBX_PG_STATEMENT_NAME_CAP = 24 };
+const char *obx_pg_session_statement_name(size_t which, char name[OBX_PG_STATEMENT_NAME_CAP]);
 
 /* OUTBOX_OK if `res` holds a success; else the failure, classified into `err`. */
 outbox_status obx_pg_session_check(struct obx_pg_session *s, const PGresult *res, const char *doing,

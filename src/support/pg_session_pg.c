@@ -53,6 +53,7 @@ obx_pg_session_fini(struct obx_pg_session *s)
 outbox_status
 obx_pg_session_connect(struct obx_pg_session *s, outbox_error *err)
 {
+    s->prepared = 0;
     return obx_pg_target_connect(&s->target, &s->conn, err);
 }
 
@@ -65,10 +66,91 @@ obx_pg_session_require(struct obx_pg_session *s, outbox_error *err)
     return OUTBOX_OK;
 }
 
+/* SQLSTATE of a failed result, "" for none. */
+static const char *
+result_sqlstate(const PGresult *res)
+{
+    const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+
+    return state != NULL ? state : "";
+}
+
+const char *
+obx_pg_session_statement_name(size_t which, char name[OBX_PG_STATEMENT_NAME_CAP])
+{
+    snprintf(name, OBX_PG_STATEMENT_NAME_CAP, "obx_sql_%zu", which);
+    return name;
+}
+
+/*
+ * Prepares sql[which] unless it is; NULL when done, else the failed
+ * result. A statement of that name left from before (its cached plan went
+ * stale) is dropped first.
+ */
+static PGresult *
+prepare(struct obx_pg_session *s, size_t which, int nparams)
+{
+    char name[OBX_PG_STATEMENT_NAME_CAP], drop[OBX_PG_STATEMENT_NAME_CAP + 16];
+    PGresult *res;
+
+    if (s->prepared & (1u << which)) {
+        return NULL;
+    }
+    obx_pg_session_statement_name(which, name);
+    res = PQprepare(s->conn, name, s->sql[which], nparams, NULL);
+    if (PQresultStatus(res) != PGRES_COMMAND_OK &&
+        strcmp(result_sqlstate(res), "42P05") == 0) { /* duplicate_prepared_statement */
+        PQclear(res);
+        snprintf(drop, sizeof(drop), "DEALLOCATE %s", name);
+        PQclear(PQexec(s->conn, drop));
+        res = PQprepare(s->conn, name, s->sql[which], nparams, NULL);
+    }
+    if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+        return res;
+    }
+    PQclear(res);
+    s->prepared |= 1u << which;
+    return NULL;
+}
+
+outbox_status
+obx_pg_session_prepare(struct obx_pg_session *s, size_t which, int nparams, outbox_error *err)
+{
+    PGresult *res = prepare(s, which, nparams);
+    outbox_status status = res == NULL ? OUTBOX_OK : obx_pg_session_check(s, res, "prepare", err);
+
+    PQclear(res);
+    return status;
+}
+
 PGresult *
 obx_pg_session_exec(struct obx_pg_session *s, size_t which, const char *const *params, int nparams)
 {
-    return PQexecParams(s->conn, s->sql[which], nparams, NULL, params, NULL, NULL, 0);
+    char name[OBX_PG_STATEMENT_NAME_CAP];
+    PGresult *res;
+    const char *state;
+
+    if (!s->use_prepared) {
+        return PQexecParams(s->conn, s->sql[which], nparams, NULL, params, NULL, NULL, 0);
+    }
+    for (int attempt = 0;; attempt++) {
+        if ((res = prepare(s, which, nparams)) != NULL) {
+            return res;
+        }
+        res = PQexecPrepared(s->conn, obx_pg_session_statement_name(which, name), nparams, params,
+                             NULL, NULL, 0);
+        state = result_sqlstate(res);
+        /* invalid_sql_statement_name: forgotten; feature_not_supported: a stale cached plan */
+        if (strcmp(state, "26000") != 0 && strcmp(state, "0A000") != 0) {
+            return res;
+        }
+        s->prepared &= ~(1u << which);
+        /* It did not run: outside a transaction nothing else was undone, so run it again. */
+        if (attempt > 0 || PQtransactionStatus(s->conn) != PQTRANS_IDLE) {
+            return res;
+        }
+        PQclear(res);
+    }
 }
 
 outbox_status
