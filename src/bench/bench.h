@@ -20,6 +20,7 @@ struct obx_bench_env {
     const char *nats_url;     /* NULL for benches that need no broker */
     double seconds;           /* measuring time per case and round */
     int rounds;               /* cases run interleaved, median reported */
+    int clients;              /* enqueue: connections writing each case at once */
     long long events;         /* events per relay/consume case */
     int events_given;         /* --events was given: the fleet's backlog uses it too */
     int batch;                /* relay lease batch / consumer fetch batch */
@@ -46,6 +47,9 @@ struct obx_bench_relay_case {
 
 /* The most interleaved rounds `--rounds` takes (enqueue keeps every sample). */
 enum { OBX_BENCH_MAX_ROUNDS = 16 };
+
+/* The most writer connections `--clients` takes. */
+enum { OBX_BENCH_MAX_CLIENTS = 16 };
 
 /* Prints `line` (taking the reference) as one compact JSON line. */
 void obx_bench_emit(json_t *line);

@@ -21,6 +21,8 @@ usage(FILE *out)
     fputs("usage: outbox-bench <enqueue|relay|consume|fleet> [options]\n"
           "  --seconds S          measuring time per case and round (default 3)\n"
           "  --rounds N           interleaved rounds, median reported (enqueue; 1..16, default 3)\n"
+          "  --clients N          enqueue: connections writing each case at once, as a fleet of\n"
+          "                       services does (1..16, default 4)\n"
           "  --events N           events per relay case (default 50000; fleet: the flooded\n"
           "                       database's backlog, default 100000)\n"
           "  --batch N            relay lease batch (default 500; sustained: the daemon's,\n"
@@ -49,6 +51,8 @@ parse_args(int argc, char **argv, struct obx_bench_env *env)
             env->seconds = strtod(value, NULL);
         } else if (strcmp(argv[i], "--rounds") == 0) {
             env->rounds = (int)strtol(value, NULL, 10);
+        } else if (strcmp(argv[i], "--clients") == 0) {
+            env->clients = (int)strtol(value, NULL, 10);
         } else if (strcmp(argv[i], "--events") == 0) {
             env->events = strtoll(value, NULL, 10);
             env->events_given = 1;
@@ -69,6 +73,7 @@ parse_args(int argc, char **argv, struct obx_bench_env *env)
         i++;
     }
     return env->seconds > 0 && env->rounds > 0 && env->rounds <= OBX_BENCH_MAX_ROUNDS &&
+                   env->clients > 0 && env->clients <= OBX_BENCH_MAX_CLIENTS &&
                    env->events > 0 && env->batch > 0 && env->batch <= 10000 &&
                    env->sustain_seconds > 0 &&
                    (strcmp(env->writer, "c") == 0 || strcmp(env->writer, "sql") == 0) &&
@@ -129,6 +134,7 @@ main(int argc, char **argv)
 {
     struct obx_bench_env env = {.seconds = 3.0,
                                 .rounds = 3,
+                                .clients = 4,
                                 .events = 50000,
                                 .batch = 500,
                                 .sustain_seconds = 60,

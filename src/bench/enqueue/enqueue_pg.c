@@ -8,11 +8,16 @@
  * equivalent outbox row, and with one outbox_enqueue(); each reports its
  * overhead on the business transaction. Batch: 100 rows per transaction,
  * a raw multi-row INSERT against outbox_enqueue_batch().
- * The raw table has the outbox's columns, defaults and indexes but none of
- * its row rules: the difference is what pgoutbox adds. The SQL writer's
- * cases and their raw baselines are in enqueue_sql_pg.c; all cases run
- * interleaved, and `--case NAME` runs one case with its baseline.
+ * The raw table is LIKE outbox.events INCLUDING ALL: the outbox's columns,
+ * defaults, indexes and CHECK constraints, but none of its triggers (the
+ * envelope rules and the wake-up): the difference is what pgoutbox adds.
+ * The SQL writer's cases and their raw baselines are in enqueue_sql_pg.c;
+ * all cases run interleaved, and `--case NAME` runs one case with its
+ * baseline. Each case runs on `--clients` connections at once (default 4:
+ * services share a database, and one connection alone measures its round
+ * trips more than the writer).
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,8 +45,7 @@ setup(PGconn *conn)
 {
     obx_bench_exec(conn, "DROP TABLE IF EXISTS bench_business, bench_raw_events");
     obx_bench_exec(conn, "CREATE TABLE bench_business (id uuid PRIMARY KEY, body text)");
-    obx_bench_exec(conn, "CREATE TABLE bench_raw_events (LIKE outbox.events INCLUDING DEFAULTS "
-                         "INCLUDING INDEXES INCLUDING STORAGE)");
+    obx_bench_exec(conn, "CREATE TABLE bench_raw_events (LIKE outbox.events INCLUDING ALL)");
     obx_bench_exec(conn, "TRUNCATE outbox.events");
 }
 
@@ -163,18 +167,51 @@ struct tally {
     double seconds;
 };
 
-/* Runs case `which` for about `seconds`, adding to `t`. */
-static void
-run_slice(struct bench_state *s, int which, double seconds, struct tally *t)
+/* One client's share of a slice: case `which` for about `seconds`. */
+struct slice_job {
+    struct bench_state *s;
+    int which;
+    double seconds;
+    struct tally t;
+};
+
+static void *
+slice_client(void *arg)
 {
+    struct slice_job *job = arg;
     double start = obx_bench_now(), elapsed;
 
     do {
-        t->events += run_once(s, which);
-        t->tx++;
+        job->t.events += run_once(job->s, job->which);
+        job->t.tx++;
         elapsed = obx_bench_now() - start;
-    } while (elapsed < seconds);
-    t->seconds += elapsed;
+    } while (elapsed < job->seconds);
+    job->t.seconds = elapsed;
+    return NULL;
+}
+
+/* Runs case `which` on every client at once for about `seconds`, adding to `t`. */
+static void
+run_slice(struct bench_state *states, int clients, int which, double seconds, struct tally *t)
+{
+    struct slice_job jobs[OBX_BENCH_MAX_CLIENTS];
+    pthread_t threads[OBX_BENCH_MAX_CLIENTS];
+    double longest = 0;
+
+    for (int i = 0; i < clients; i++) {
+        jobs[i] = (struct slice_job){.s = &states[i], .which = which, .seconds = seconds};
+        if (pthread_create(&threads[i], NULL, slice_client, &jobs[i]) != 0) {
+            fprintf(stderr, "outbox-bench: cannot start a writer thread\n");
+            exit(1);
+        }
+    }
+    for (int i = 0; i < clients; i++) {
+        pthread_join(threads[i], NULL);
+        t->events += jobs[i].t.events;
+        t->tx += jobs[i].t.tx;
+        longest = jobs[i].t.seconds > longest ? jobs[i].t.seconds : longest;
+    }
+    t->seconds += longest;
 }
 
 /*
@@ -185,7 +222,8 @@ run_slice(struct bench_state *s, int which, double seconds, struct tally *t)
 enum { SLICES_PER_S = 4 };
 
 static void
-run_round(struct bench_state *s, const int run[], double seconds, double tx[], double ev[])
+run_round(struct bench_state *s, int clients, const int run[], double seconds, double tx[],
+          double ev[])
 {
     struct tally t[CASES] = {{0}};
     int slices = (int)(seconds * SLICES_PER_S + 0.5);
@@ -194,7 +232,7 @@ run_round(struct bench_state *s, const int run[], double seconds, double tx[], d
     for (int i = 0; i < slices; i++) {
         for (int c = 0; c < CASES; c++) {
             if (run[c]) {
-                run_slice(s, c, seconds / slices, &t[c]);
+                run_slice(s, clients, c, seconds / slices, &t[c]);
             }
         }
     }
@@ -269,7 +307,7 @@ emit_results(double tx[CASES], double ev[CASES], const int run[CASES],
         /* settings: what differs from the defaults of pgoutbox and PostgreSQL (nothing). */
         line = json_pack("{s:s, s:s, s:f, s:f, s:i, s:i, s:i, s:f, s:{}}", "bench", "enqueue",
                          "case", cases[c].name, "events_per_s", ev[c], "tx_per_s", tx[c], "batch",
-                         cases[c].batch, "clients", 1, "rounds", env->rounds, "seconds_per_round",
+                         cases[c].batch, "clients", env->clients, "rounds", env->rounds, "seconds_per_round",
                          env->seconds, "settings");
         if ((c == 1 || c == 2) && run[0]) {
             /* Time added to the business transaction, against that transaction alone. */
@@ -291,20 +329,25 @@ emit_results(double tx[CASES], double ev[CASES], const int run[CASES],
 int
 obx_bench_enqueue(const struct obx_bench_env *env)
 {
-    struct bench_state s = {0};
+    struct bench_state s[OBX_BENCH_MAX_CLIENTS] = {{0}};
     double tx[CASES][OBX_BENCH_MAX_ROUNDS] = {{0}}, ev[CASES][OBX_BENCH_MAX_ROUNDS] = {{0}};
     double tx_med[CASES] = {0}, ev_med[CASES] = {0}, round_tx[CASES], round_ev[CASES];
-    int rounds = env->rounds; /* 1..OBX_BENCH_MAX_ROUNDS, checked by main */
+    int rounds = env->rounds;   /* 1..OBX_BENCH_MAX_ROUNDS, checked by main */
+    int clients = env->clients; /* 1..OBX_BENCH_MAX_CLIENTS, checked by main */
     int run[CASES];
 
     select_cases(env->only_case, run);
-    s.conn = obx_bench_connect(env);
-    setup(s.conn);
-    obx_bench_sql_prepare(s.conn);
-    run_round(&s, run, env->seconds / 4, round_tx, round_ev); /* warm-up */
+    for (int i = 0; i < clients; i++) {
+        s[i].conn = obx_bench_connect(env);
+    }
+    setup(s[0].conn);
+    for (int i = 0; i < clients; i++) {
+        obx_bench_sql_prepare(s[i].conn);
+    }
+    run_round(s, clients, run, env->seconds / 4, round_tx, round_ev); /* warm-up */
     /* Interleaved rounds, so drift of a shared machine hits every case alike. */
     for (int r = 0; r < rounds; r++) {
-        run_round(&s, run, env->seconds, round_tx, round_ev);
+        run_round(s, clients, run, env->seconds, round_tx, round_ev);
         for (int c = 0; c < CASES; c++) {
             tx[c][r] = round_tx[c];
             ev[c][r] = round_ev[c];
@@ -315,8 +358,10 @@ obx_bench_enqueue(const struct obx_bench_env *env)
         ev_med[c] = obx_bench_median(ev[c], rounds);
     }
     emit_results(tx_med, ev_med, run, env);
-    obx_bench_exec(s.conn, "DROP TABLE bench_business, bench_raw_events");
-    obx_bench_exec(s.conn, "TRUNCATE outbox.events");
-    PQfinish(s.conn);
+    obx_bench_exec(s[0].conn, "DROP TABLE bench_business, bench_raw_events");
+    obx_bench_exec(s[0].conn, "TRUNCATE outbox.events");
+    for (int i = 0; i < clients; i++) {
+        PQfinish(s[i].conn);
+    }
     return 0;
 }

@@ -5,8 +5,8 @@
  *
  * Each SQL case has the raw statement it is compared with. A raw row is
  * the envelope a client would build itself, stored in bench_raw_events,
- * which has the outbox's columns, defaults and indexes but none of its
- * rules or triggers:
+ * which has the outbox's columns, defaults, indexes and CHECK constraints
+ * (LIKE ... INCLUDING ALL) but none of its triggers:
  *   raw_insert_one     one INSERT of one row, its own transaction
  *   enqueue_sql_single one SELECT outbox.enqueue(...), its own transaction
  *   raw_insert_select  one INSERT ... SELECT of 100 envelopes out of one
