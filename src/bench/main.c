@@ -73,9 +73,8 @@ parse_args(int argc, char **argv, struct obx_bench_env *env)
         i++;
     }
     return env->seconds > 0 && env->rounds > 0 && env->rounds <= OBX_BENCH_MAX_ROUNDS &&
-                   env->clients > 0 && env->clients <= OBX_BENCH_MAX_CLIENTS &&
-                   env->events > 0 && env->batch > 0 && env->batch <= 10000 &&
-                   env->sustain_seconds > 0 &&
+                   env->clients > 0 && env->clients <= OBX_BENCH_MAX_CLIENTS && env->events > 0 &&
+                   env->batch > 0 && env->batch <= 10000 && env->sustain_seconds > 0 &&
                    (strcmp(env->writer, "c") == 0 || strcmp(env->writer, "sql") == 0) &&
                    (strcmp(env->table, "fresh") == 0 || strcmp(env->table, "bloated") == 0) &&
                    /* enqueue checks its own case names (it has many) */

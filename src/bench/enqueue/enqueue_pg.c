@@ -307,8 +307,8 @@ emit_results(double tx[CASES], double ev[CASES], const int run[CASES],
         /* settings: what differs from the defaults of pgoutbox and PostgreSQL (nothing). */
         line = json_pack("{s:s, s:s, s:f, s:f, s:i, s:i, s:i, s:f, s:{}}", "bench", "enqueue",
                          "case", cases[c].name, "events_per_s", ev[c], "tx_per_s", tx[c], "batch",
-                         cases[c].batch, "clients", env->clients, "rounds", env->rounds, "seconds_per_round",
-                         env->seconds, "settings");
+                         cases[c].batch, "clients", env->clients, "rounds", env->rounds,
+                         "seconds_per_round", env->seconds, "settings");
         if ((c == 1 || c == 2) && run[0]) {
             /* Time added to the business transaction, against that transaction alone. */
             json_object_set_new(line, "business_only_tx_per_s", json_real(tx[0]));
