@@ -92,21 +92,20 @@ load_due(long long n)
     load(n, "pending", "now() - interval '1 hour' + s * interval '1 millisecond'", "NULL");
 }
 
-/* The plan node whose "Subplan Name" is `name`, anywhere below `node`. */
+/* The first node under `node` (itself included) whose string field `key` is `value`, or NULL. */
 static json_t *
-find_subplan(json_t *node, const char *name)
+find_node(json_t *node, const char *key, const char *value)
 {
-    json_t *plans = json_object_get(node, "Plans");
-    const char *sub = json_string_value(json_object_get(node, "Subplan Name"));
+    const char *field = json_string_value(json_object_get(node, key));
     size_t i;
     json_t *child;
 
-    if (sub != NULL && strcmp(sub, name) == 0) {
+    if (field != NULL && strcmp(field, value) == 0) {
         return node;
     }
-    json_array_foreach(plans, i, child)
+    json_array_foreach(json_object_get(node, "Plans"), i, child)
     {
-        json_t *hit = find_subplan(child, name);
+        json_t *hit = find_node(child, key, value);
 
         if (hit != NULL) {
             return hit;
@@ -115,27 +114,18 @@ find_subplan(json_t *node, const char *name)
     return NULL;
 }
 
+/* The plan node whose "Subplan Name" is `name`, anywhere below `node`. */
+static json_t *
+find_subplan(json_t *node, const char *name)
+{
+    return find_node(node, "Subplan Name", name);
+}
+
 /* The first node of `type` in the tree under `node`, or NULL. */
 static json_t *
 find_type(json_t *node, const char *type)
 {
-    json_t *plans = json_object_get(node, "Plans");
-    const char *t = json_string_value(json_object_get(node, "Node Type"));
-    size_t i;
-    json_t *child;
-
-    if (t != NULL && strcmp(t, type) == 0) {
-        return node;
-    }
-    json_array_foreach(plans, i, child)
-    {
-        json_t *hit = find_type(child, type);
-
-        if (hit != NULL) {
-            return hit;
-        }
-    }
-    return NULL;
+    return find_node(node, "Node Type", type);
 }
 
 /* The lease's plan in the store's session; the caller json_decref()s it. */
