@@ -75,6 +75,14 @@ void obx_bench_exec(PGconn *conn, const char *sql);
 /* The single value of a one-row query, or -1. */
 long long obx_bench_scalar(PGconn *conn, const char *sql);
 
+/*
+ * Makes `conn`'s backlog samples read the due index, as the relay does: a
+ * sample is then as cheap as the backlog is short. Left to the planner, a
+ * table without statistics is read whole (in mark mode, every row ever
+ * relayed), several times a second, on the machine being measured.
+ */
+void obx_bench_sample_by_index(PGconn *conn);
+
 /* ---- events (loader_pg.c) ---- */
 
 extern const char obx_bench_payload[];

@@ -94,3 +94,10 @@ obx_bench_close(PGconn *conn)
 {
     PQfinish(conn);
 }
+
+void
+obx_bench_sample_by_index(PGconn *conn)
+{
+    obx_bench_exec(conn, "SET enable_seqscan = off");
+    obx_bench_exec(conn, "SET enable_bitmapscan = off");
+}

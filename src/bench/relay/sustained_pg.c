@@ -437,6 +437,7 @@ obx_bench_sustained(const struct obx_bench_env *env)
     fresh.database_url = url;
     fresh_database(admin, &fresh);
     conn = obx_bench_connect(&fresh);
+    obx_bench_sample_by_index(conn);
     if (obx_bench_stream_create(env->nats_url, "BENCH_SUSTAINED", "benchsus") != 0) {
         return 1;
     }
