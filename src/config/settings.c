@@ -139,8 +139,8 @@ const struct obx_setting obx_settings[] = {
         "relay: serve every database listed in this file (NAME URL [schema=] [stream=] "
         "[subject_prefix=]); unset: the one OUTBOX_DATABASE_URL"),
     INT("OUTBOX_FLEET_DATABASE_IN_FLIGHT", fleet_database_in_flight, P, "256", 1, 65536,
-        "fleet: most messages one database has in flight; each gets at most its share of "
-        "OUTBOX_MAX_IN_FLIGHT"),
+        "fleet: most messages one database has in flight inside the replica's shared "
+        "OUTBOX_MAX_IN_FLIGHT window (its batch is cut to this)"),
     INT("OUTBOX_FLEET_TRY_MS", fleet_try_ms, P, "2000", 50, 600000,
         "fleet: how often a replica tries to take over a database it does not own"),
 };

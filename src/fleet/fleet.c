@@ -12,6 +12,7 @@
 
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -19,18 +20,20 @@
 #include "common/error.h"
 #include "config/config.h"
 #include "fleet_member.h"
+#include "fleet_window.h"
 #include "support/log.h"
 
 #include "common/banned.h" /* last: poisons unsafe functions */
 
 struct obx_fleet {
-    struct obx_config base;        /* every setting; fleet_file among them */
-    char replica[128];             /* this replica's name: members are replica.NAME */
-    struct obx_fleet_list pending; /* the file as read by obx_fleet_new(), for the first run */
-    pthread_mutex_t mu;            /* guards members and count */
+    struct obx_config base;          /* every setting; fleet_file among them */
+    char replica[128];               /* this replica's name: members are replica.NAME */
+    struct obx_fleet_list pending;   /* the file as read by obx_fleet_new(), for the first run */
+    struct obx_fleet_window *window; /* OUTBOX_MAX_IN_FLIGHT, shared by the members' relays */
+    pthread_mutex_t mu;              /* guards members and count */
     struct obx_fleet_member **members;
     size_t count;
-    volatile sig_atomic_t stop;
+    atomic_int stop; /* set from another thread (the daemon's signal loop) */
 };
 
 outbox_status
@@ -52,6 +55,13 @@ obx_fleet_new(const struct obx_config *base, struct obx_fleet **out, outbox_erro
         obx_config_fini(&f->base);
         free(f);
         return st;
+    }
+    f->window = obx_fleet_window_new((size_t)base->max_in_flight);
+    if (f->window == NULL) {
+        obx_fleet_list_fini(&f->pending);
+        obx_config_fini(&f->base);
+        free(f);
+        return obx_fail(err, OUTBOX_ENOMEM, "out of memory");
     }
     obx_config_replica_name(base, f->replica, sizeof(f->replica));
     pthread_mutex_init(&f->mu, NULL);
@@ -125,7 +135,7 @@ apply(struct obx_fleet *f, const struct obx_fleet_list *list)
         if (running(f, &list->items[i])) {
             continue;
         }
-        if (obx_fleet_member_new(&list->items[i], &f->base, f->replica, list->count, &m, &err) !=
+        if (obx_fleet_member_new(&list->items[i], &f->base, f->replica, f->window, &m, &err) !=
                 OUTBOX_OK ||
             obx_fleet_member_start(m, &err) != OUTBOX_OK) {
             obx_log(OUTBOX_LOG_ERROR, "fleet database not started database=%s error=\"%s\"",
@@ -170,7 +180,7 @@ obx_fleet_run(struct obx_fleet *f)
     obx_log(OUTBOX_LOG_INFO, "fleet starting replica=%s file=%s", f->replica, f->base.fleet_file);
     apply(f, &f->pending);
     obx_fleet_list_fini(&f->pending);
-    while (!f->stop) {
+    while (!atomic_load(&f->stop)) {
         if (sigtimedwait(&hup, NULL, &tick) == SIGHUP) {
             obx_log(OUTBOX_LOG_INFO, "fleet file re-read signal=SIGHUP file=%s",
                     f->base.fleet_file);
@@ -198,7 +208,7 @@ obx_fleet_run(struct obx_fleet *f)
 void
 obx_fleet_stop(struct obx_fleet *f)
 {
-    f->stop = 1;
+    atomic_store(&f->stop, 1);
 }
 
 void
@@ -225,6 +235,17 @@ obx_fleet_counts(struct obx_fleet *f, size_t *members, size_t *owned)
 }
 
 void
+obx_fleet_window_state(struct obx_fleet *f, size_t *capacity, size_t *in_flight, size_t *waiting)
+{
+    struct obx_fleet_window_view v;
+
+    obx_fleet_window_view(f->window, &v);
+    *capacity = v.capacity;
+    *in_flight = v.in_flight;
+    *waiting = v.waiting;
+}
+
+void
 obx_fleet_free(struct obx_fleet *f)
 {
     if (f == NULL) {
@@ -235,6 +256,7 @@ obx_fleet_free(struct obx_fleet *f)
     }
     free(f->members);
     obx_fleet_list_fini(&f->pending);
+    obx_fleet_window_free(f->window); /* at once, or when an abandoned relay's share leaves */
     obx_config_fini(&f->base);
     pthread_mutex_destroy(&f->mu);
     free(f);

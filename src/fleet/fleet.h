@@ -9,6 +9,8 @@
  * every database is served by one replica at a time, a replica holds no
  * connection to a database it does not own beyond the short try, and a
  * database that is down, locked or slow stalls only its own threads.
+ * The relays share one publish window of OUTBOX_MAX_IN_FLIGHT messages and
+ * take turns in it by deficit round-robin (fleet_window.c).
  * fleet.c keeps the members in step with the file, re-read on reload.
  */
 #ifndef OBX_FLEET_H
@@ -58,6 +60,7 @@ struct obx_fleet_view {
     int owned;                    /* 1 while this replica holds the database's lock */
     outbox_relay *relay;          /* the running relay while owned, else NULL */
     unsigned long long takeovers; /* times this replica took the database */
+    double window_wait_seconds;   /* time its relay waited for room in the replica's window */
 };
 
 /*
@@ -88,6 +91,10 @@ void obx_fleet_visit(struct obx_fleet *fleet,
 
 /* The number of members, and of those this replica owns. */
 void obx_fleet_counts(struct obx_fleet *fleet, size_t *members, size_t *owned);
+
+/* The shared publish window: its size, the messages in it, the databases waiting for room. */
+void obx_fleet_window_state(struct obx_fleet *fleet, size_t *capacity, size_t *in_flight,
+                            size_t *waiting);
 
 void obx_fleet_free(struct obx_fleet *fleet);
 

@@ -15,6 +15,8 @@
 #include "common/error.h"
 #include "config/config.h"
 #include "fleet_lock.h"
+#include "fleet_window.h"
+#include "relay/relay_gate.h"
 #include "support/log.h"
 
 #include "common/banned.h" /* last: poisons unsafe functions */
@@ -30,9 +32,10 @@ obx_fleet_thread_database(void)
 }
 
 struct obx_fleet_member {
-    struct obx_fleet_entry entry; /* owned copy */
-    outbox_config *cfg;           /* the relay's configuration for this database */
-    char lock_app[192];           /* application_name of the lock's session */
+    struct obx_fleet_entry entry;  /* owned copy */
+    outbox_config *cfg;            /* the relay's configuration for this database */
+    struct obx_fleet_share *share; /* its place in the replica's publish window */
+    char lock_app[192];            /* application_name of the lock's session */
     long long try_ms;
     int drain_timeout_seconds;
     unsigned seed; /* jitter of the try interval, so replicas do not try in step */
@@ -64,10 +67,13 @@ copy_entry(struct obx_fleet_entry *dst, const struct obx_fleet_entry *src, outbo
     }
 }
 
-/* The relay settings of this database: the base ones with the line's values. */
+/*
+ * The relay settings of this database: the base ones with the line's values,
+ * and its bus window and batch within its cap in the replica's window.
+ */
 static outbox_status
 member_config(struct obx_fleet_member *m, const struct obx_config *base, const char *replica,
-              long long window_share, outbox_error *err)
+              long long cap, outbox_error *err)
 {
     struct obx_config *v;
     char name[160];
@@ -95,22 +101,38 @@ member_config(struct obx_fleet_member *m, const struct obx_config *base, const c
     if (st == OUTBOX_OK) {
         st = obx_config_set_key(v, "name", name, err);
     }
-    /* The per-database cap inside the replica's window (OUTBOX_MAX_IN_FLIGHT shared by
-     * the file's databases): a flooded database fills its share, never everyone's. */
-    if (v->max_in_flight > window_share) {
-        v->max_in_flight = window_share;
+    /* A batch is granted whole (fleet_window.c), so none may exceed the cap. */
+    v->max_in_flight = cap;
+    if (v->batch_size > cap) {
+        v->batch_size = cap;
     }
     snprintf(m->lock_app, sizeof(m->lock_app), "%s fleet-lock", name);
     return st;
 }
 
+/* The shared window's gate, as the relay calls it. */
+static size_t
+gate_acquire(void *ctx, size_t n, atomic_int *stop)
+{
+    return obx_fleet_share_acquire(ctx, n, stop);
+}
+
+static void
+gate_release(void *ctx, size_t n)
+{
+    obx_fleet_share_release(ctx, n);
+}
+
 outbox_status
 obx_fleet_member_new(const struct obx_fleet_entry *entry, const struct obx_config *base,
-                     const char *replica, size_t databases, struct obx_fleet_member **out,
-                     outbox_error *err)
+                     const char *replica, struct obx_fleet_window *window,
+                     struct obx_fleet_member **out, outbox_error *err)
 {
     struct obx_fleet_member *m = calloc(1, sizeof(*m));
     outbox_status st = OUTBOX_OK;
+    long long cap = base->fleet_database_in_flight < base->max_in_flight
+                        ? base->fleet_database_in_flight
+                        : base->max_in_flight;
 
     *out = NULL;
     if (m == NULL) {
@@ -118,20 +140,13 @@ obx_fleet_member_new(const struct obx_fleet_entry *entry, const struct obx_confi
     }
     copy_entry(&m->entry, entry, err, &st);
     if (st == OUTBOX_OK) {
-        long long share = base->max_in_flight / (long long)(databases > 0 ? databases : 1);
-
-        if (share > base->fleet_database_in_flight) {
-            share = base->fleet_database_in_flight;
+        st = member_config(m, base, replica, cap > 0 ? cap : 1, err);
+    }
+    if (st == OUTBOX_OK) {
+        m->share = obx_fleet_window_join(window, (size_t)(cap > 0 ? cap : 1));
+        if (m->share == NULL) {
+            st = obx_fail(err, OUTBOX_ENOMEM, "out of memory");
         }
-        /* Never below two batches: the relay sends the next batch while the last one's
-         * acks arrive, and a smaller window would stall that, not share anything. */
-        if (share < 2 * base->batch_size) {
-            share = 2 * base->batch_size;
-        }
-        if (share > base->max_in_flight) {
-            share = base->max_in_flight;
-        }
-        st = member_config(m, base, replica, share > 0 ? share : 1, err);
     }
     m->try_ms = base->fleet_try_ms;
     m->drain_timeout_seconds = (int)base->drain_timeout_seconds;
@@ -236,6 +251,9 @@ serve(struct obx_fleet_member *m, struct obx_fleet_lock *lock)
         wait_ms(m, m->try_ms);
         return;
     }
+    obx_relay_set_gate(relay, &(struct obx_relay_gate){.acquire = gate_acquire,
+                                                       .release = gate_release,
+                                                       .ctx = m->share});
     pthread_mutex_lock(&m->mu);
     m->relay = relay;
     m->relay_done = 0;
@@ -359,8 +377,9 @@ obx_fleet_member_free(struct obx_fleet_member *m)
         pthread_join(m->owner_thread, NULL);
     }
     if (m->abandoned) {
-        return; /* its relay thread may still touch it until the process exits */
+        return; /* its relay thread may still touch it (and its share) until the process exits */
     }
+    obx_fleet_share_leave(m->share);
     outbox_config_free(m->cfg);
     free(m->entry.database_url);
     free(m->entry.schema);
@@ -398,8 +417,11 @@ obx_fleet_member_visit(struct obx_fleet_member *m,
     struct obx_fleet_view view;
 
     pthread_mutex_lock(&m->mu);
-    view = (struct obx_fleet_view){
-        .name = m->entry.name, .owned = m->owned, .relay = m->relay, .takeovers = m->takeovers};
+    view = (struct obx_fleet_view){.name = m->entry.name,
+                                   .owned = m->owned,
+                                   .relay = m->relay,
+                                   .takeovers = m->takeovers,
+                                   .window_wait_seconds = obx_fleet_share_wait_seconds(m->share)};
     visit(ctx, &view);
     pthread_mutex_unlock(&m->mu);
 }

@@ -17,16 +17,18 @@
 
 struct obx_fleet_member;
 
+struct obx_fleet_window;
+
 /*
  * A member for `entry` (copied) with `base`'s relay settings, named
- * `replica`.`entry->name` in logs and server views. Its publish window is
- * its share of OUTBOX_MAX_IN_FLIGHT among the file's `databases`, at most
- * OUTBOX_FLEET_DATABASE_IN_FLIGHT, but never below two batches (nor above
- * OUTBOX_MAX_IN_FLIGHT). Starts nothing.
+ * `replica`.`entry->name` in logs and server views. It joins `window` (the
+ * replica's, which must outlive it) with a cap of
+ * OUTBOX_FLEET_DATABASE_IN_FLIGHT messages (at most OUTBOX_MAX_IN_FLIGHT);
+ * its relay's batch is at most that cap. Starts nothing.
  */
 outbox_status obx_fleet_member_new(const struct obx_fleet_entry *entry,
                                    const struct obx_config *base, const char *replica,
-                                   size_t databases, struct obx_fleet_member **out,
+                                   struct obx_fleet_window *window, struct obx_fleet_member **out,
                                    outbox_error *err);
 
 /* Starts the owner thread. */

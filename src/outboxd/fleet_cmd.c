@@ -104,6 +104,11 @@ ownership_line(void *ctx, const struct obx_fleet_view *v)
 {
     struct line_job *j = ctx;
 
+    if (j->kind == 2) {
+        obx_buf_appendf(j->out, "%s{database=\"%s\"} %.6f\n", j->name, v->name,
+                        v->window_wait_seconds);
+        return;
+    }
     obx_buf_appendf(j->out, "%s{database=\"%s\"} %llu\n", j->name, v->name,
                     j->kind == 0 ? (unsigned long long)v->owned : v->takeovers);
 }
@@ -137,9 +142,18 @@ static void
 fleet_metrics(void *ctx, struct obx_buf *out)
 {
     const struct fleet_ctx *fc = ctx;
-    size_t members, owned;
+    size_t members, owned, capacity, in_flight, waiting;
 
     obx_fleet_counts(fc->fleet, &members, &owned);
+    obx_fleet_window_state(fc->fleet, &capacity, &in_flight, &waiting);
+    obx_metrics_gauge(out, "outbox_fleet_window_capacity",
+                      "messages the replica's databases may have in flight together",
+                      (long long)capacity);
+    obx_metrics_gauge(out, "outbox_fleet_window_in_flight",
+                      "messages in flight from all the replica's databases", (long long)in_flight);
+    obx_metrics_gauge(out, "outbox_fleet_window_waiting",
+                      "databases whose next batch waits for room in the window",
+                      (long long)waiting);
     obx_metrics_gauge(out, "outbox_fleet_databases", "databases in the fleet file",
                       (long long)members);
     obx_metrics_gauge(out, "outbox_fleet_databases_owned", "databases this replica serves now",
@@ -150,6 +164,9 @@ fleet_metrics(void *ctx, struct obx_buf *out)
     section(fc, out, "outbox_fleet_takeovers_total",
             "times this replica took the database's ownership lock", "counter", 0, 1,
             ownership_line);
+    section(fc, out, "outbox_fleet_window_wait_seconds_total",
+            "time the database's next batch waited for room in the replica's window", "counter", 0,
+            2, ownership_line);
     for (size_t i = 0; i < obx_relay_counter_count; i++) {
         section(fc, out, obx_relay_counters[i].name, obx_relay_counters[i].help, "counter",
                 obx_relay_counters[i].id, 0, member_line);

@@ -422,6 +422,7 @@ publish_batch(struct outbox_relay *relay, const struct obx_lease *cur, struct ob
     int transport_failed = 0;
     char why[256] = "publish failed";
     double started;
+    size_t granted = 0;
 
     memset(next, 0, sizeof(*next));
     if (obx_relay_batch_prepare(&b, cur, relay->w.cfg.subject_prefix, max_body, &err) !=
@@ -429,6 +430,15 @@ publish_batch(struct outbox_relay *relay, const struct obx_lease *cur, struct ob
         return 0; /* out of memory: the lease expires and another turn retries */
     }
     crash_if_asked(relay, &b);
+    if (b.msg_count > 0 && relay->gate.acquire != NULL) {
+        granted = relay->gate.acquire(relay->gate.ctx, b.msg_count, &relay->w.stop_requested);
+        if (granted == 0) { /* stopped while waiting for room: the rows go back at once */
+            obx_relay_batch_set_all(&b, OBX_ROW_RELEASE, "relay stopping");
+            finish_batch(relay, cur, &b, 0);
+            obx_relay_batch_fini(&b);
+            return 0;
+        }
+    }
     started = obx_monotonic_seconds();
     if (b.msg_count > 0 && obx_bus_send(relay->bus, b.msgs, b.msg_count, &err) != OUTBOX_OK) {
         obx_log(OUTBOX_LOG_ERROR, "publish failed relay=%s error=\"%s\"", relay->w.name,
@@ -450,6 +460,9 @@ publish_batch(struct outbox_relay *relay, const struct obx_lease *cur, struct ob
             transport_failed = 1;
         }
         crash_after_publish_if_asked(relay, &b);
+    }
+    if (granted > 0) {
+        relay->gate.release(relay->gate.ctx, granted); /* every ack is in, or never will be */
     }
     if (transport_failed) {
         broker_failing(relay, why);
@@ -653,6 +666,12 @@ outbox_relay_run(outbox_relay *relay, outbox_error *err)
     relay->stream_ready = 0;
     obx_log(OUTBOX_LOG_INFO, "relay stopped relay=%s", relay->w.name);
     return OUTBOX_OK;
+}
+
+void
+obx_relay_set_gate(outbox_relay *relay, const struct obx_relay_gate *gate)
+{
+    relay->gate = gate != NULL ? *gate : (struct obx_relay_gate){0};
 }
 
 void

@@ -9,6 +9,7 @@
 #include "bus/bus.h"
 #include "config/settings.h"
 #include "outbox/worker.h"
+#include "relay_gate.h"
 #include "relay_test_hooks.h"
 #include "store/store.h"
 #include "support/worker.h"
@@ -25,6 +26,7 @@ struct outbox_relay {
     int fresh_batches;                 /* batches with a first-time ack (test hook) */
     struct obx_store *store;           /* NULL until the database first answers; then reconnected */
     struct obx_bus *bus;               /* NULL until the broker first answers */
+    struct obx_relay_gate gate;        /* room in a shared window (a fleet's); all zero: none */
     int stream_ready;                  /* JetStream stream created or checked */
     long long next_maintenance_ms;     /* monotonic time of the next retention pass */
     long long next_health_ms;          /* monotonic time of the next health sample */

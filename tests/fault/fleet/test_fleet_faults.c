@@ -344,11 +344,13 @@ assert_settled_ownership(const int *ports, int replicas)
     }
 }
 
+/* A fleet replica named `name` with /metrics on `port`; `window`, if > 0, is its
+ * OUTBOX_MAX_IN_FLIGHT and OUTBOX_BATCH_SIZE both. */
 static void
-start_replica(struct harness_proc *p, const char *name, int port)
+start_replica_windowed(struct harness_proc *p, const char *name, int port, int window)
 {
     struct relay_env env;
-    char addr[64];
+    char addr[64], n[16];
 
     /* The base URL is only a default; every database comes from the file. */
     relay_test_env(&env, "FLEETBASE", "fleetbase");
@@ -357,8 +359,19 @@ start_replica(struct harness_proc *p, const char *name, int port)
     relay_env_set(&env, "OUTBOX_FLEET_TRY_MS", "300");
     relay_env_set(&env, "OUTBOX_HTTP_ADDR", addr);
     relay_env_set(&env, "OUTBOX_LOG_LEVEL", "info");
+    if (window > 0) {
+        snprintf(n, sizeof(n), "%d", window);
+        relay_env_set(&env, "OUTBOX_MAX_IN_FLIGHT", n);
+        relay_env_set(&env, "OUTBOX_BATCH_SIZE", n);
+    }
     relay_test_start(p, &env, name);
     relay_env_fini(&env);
+}
+
+static void
+start_replica(struct harness_proc *p, const char *name, int port)
+{
+    start_replica_windowed(p, name, port, 0);
 }
 
 /*
@@ -574,4 +587,58 @@ Test(fleet, sighup_adds_and_removes_databases_without_a_restart)
     relay_test_stop(&p, 20000);
     check_stream(1);
     check_stream(2);
+}
+
+/*
+ * A replica whose window holds one batch (OUTBOX_MAX_IN_FLIGHT = batch = 50)
+ * serving three databases with a backlog each: their relays take turns in
+ * it, so each waits for room at times; all three drain, every event once,
+ * and the window never holds more than its size.
+ */
+Test(fleet, three_databases_take_turns_in_a_window_of_one_batch)
+{
+    struct harness_proc p = {0};
+    int port = http_free_port(), three[DBS] = {1, 1, 1, 0, 0}, waited = 0;
+    long long deadline;
+    char *body = NULL;
+
+    write_fleet_file(0, 3);
+    for (int i = 0; i < 3; i++) {
+        cr_assert(enqueue(i, 600));
+    }
+    start_replica_windowed(&p, "W", port, 50);
+    deadline = harness_now_ms() + 60000;
+    while (unfinished(0) + unfinished(1) + unfinished(2) != 0) {
+        cr_assert(harness_now_ms() < deadline, "the backlogs did not drain");
+        if (http_get(port, "/metrics", &body) == 200) {
+            double in_flight = http_metric(body, "outbox_fleet_window_in_flight");
+
+            cr_assert_leq(in_flight, 50, "%.0f messages in a window of 50", in_flight);
+        }
+        free(body);
+        body = NULL;
+        harness_sleep_ms(20);
+    }
+    write_and_expect_flow(three, three, 1, 20000);
+    cr_assert_eq(http_get(port, "/metrics", &body), 200);
+    cr_assert_eq(http_metric(body, "outbox_fleet_window_capacity"), 50);
+    for (int i = 0; i < 3; i++) {
+        char series[128];
+        double seconds;
+
+        snprintf(series, sizeof(series), "outbox_fleet_window_wait_seconds_total{database=\"%s\"}",
+                 dbs[i].name);
+        seconds = http_metric(body, series);
+        cr_assert_geq(seconds, 0, "%s missing from:\n%s", series, body);
+        cr_log_info("%s waited %.3f s for room", dbs[i].name, seconds);
+        waited += seconds > 0;
+    }
+    free(body);
+    cr_assert_geq(waited, 2,
+                  "fewer than two of three databases ever waited for room: "
+                  "the window is not shared");
+    relay_test_stop(&p, 20000);
+    for (int i = 0; i < 3; i++) {
+        check_stream(i);
+    }
 }
