@@ -52,6 +52,27 @@ first_seq(const struct writer *w, long long tx)
     return ((long long)w->index * w->max_tx + tx) * PER_TX;
 }
 
+/*
+ * The statement a service's driver sends for each event: prepared once per
+ * connection, as pgx (by default), psycopg 3 and pgJDBC (after a few
+ * executions of one statement) do; an unnamed statement would be parsed
+ * and planned again on every call.
+ */
+static const char enqueue_sql[] =
+    "SELECT outbox.enqueue('movie', gen_random_uuid(), 'review.logged', $1::jsonb)";
+
+static void
+prepare_sql_writer(PGconn *conn)
+{
+    PGresult *res = PQprepare(conn, "bench_enqueue", enqueue_sql, 1, NULL);
+
+    if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+        fprintf(stderr, "outbox-bench: prepare outbox.enqueue: %s", PQresultErrorMessage(res));
+        exit(1);
+    }
+    PQclear(res);
+}
+
 /* One transaction of PER_TX outbox.enqueue() calls, one statement each, as a service sends. */
 static void
 write_sql_batch(PGconn *conn, long long seq)
@@ -64,10 +85,7 @@ write_sql_batch(PGconn *conn, long long seq)
         PGresult *res;
 
         tagged_payload(payload, sizeof(payload), seq + i);
-        res = PQexecParams(conn,
-                           "SELECT outbox.enqueue('movie', gen_random_uuid(), "
-                           "'review.logged', $1::jsonb)",
-                           1, NULL, params, NULL, NULL, 0);
+        res = PQexecPrepared(conn, "bench_enqueue", 1, params, NULL, NULL, 0);
         if (PQresultStatus(res) != PGRES_TUPLES_OK) {
             fprintf(stderr, "outbox-bench: outbox.enqueue failed: %s", PQerrorMessage(conn));
             exit(1);
@@ -111,6 +129,9 @@ writer_main(void *arg)
     PGconn *conn = obx_bench_connect(w->env);
     double start = obx_bench_now();
 
+    if (w->sql) {
+        prepare_sql_writer(conn);
+    }
     for (long long tx = 0; tx < w->max_tx; tx++) {
         double due = (double)(tx * PER_TX) / w->rate_per_s;
 
