@@ -415,13 +415,15 @@ obx_fleet_member_visit(struct obx_fleet_member *m,
                        void (*visit)(void *ctx, const struct obx_fleet_view *view), void *ctx)
 {
     struct obx_fleet_view view;
+    struct obx_fleet_share_view share;
 
+    obx_fleet_share_view(m->share, &share);
     pthread_mutex_lock(&m->mu);
     view = (struct obx_fleet_view){.name = m->entry.name,
                                    .owned = m->owned,
                                    .relay = m->relay,
                                    .takeovers = m->takeovers,
-                                   .window_wait_seconds = obx_fleet_share_wait_seconds(m->share)};
+                                   .window_wait_seconds = share.wait_seconds};
     visit(ctx, &view);
     pthread_mutex_unlock(&m->mu);
 }

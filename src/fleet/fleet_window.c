@@ -292,24 +292,11 @@ obx_fleet_window_view(struct obx_fleet_window *w, struct obx_fleet_window_view *
     pthread_mutex_unlock(&w->mu);
 }
 
-size_t
-obx_fleet_share_in_flight(struct obx_fleet_share *s)
+void
+obx_fleet_share_view(struct obx_fleet_share *s, struct obx_fleet_share_view *out)
 {
-    size_t n;
-
     pthread_mutex_lock(&s->w->mu);
-    n = s->in_flight;
+    *out =
+        (struct obx_fleet_share_view){.in_flight = s->in_flight, .wait_seconds = s->wait_seconds};
     pthread_mutex_unlock(&s->w->mu);
-    return n;
-}
-
-double
-obx_fleet_share_wait_seconds(struct obx_fleet_share *s)
-{
-    double seconds;
-
-    pthread_mutex_lock(&s->w->mu);
-    seconds = s->wait_seconds;
-    pthread_mutex_unlock(&s->w->mu);
-    return seconds;
 }

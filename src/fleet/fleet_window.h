@@ -58,8 +58,11 @@ struct obx_fleet_window_view {
 };
 void obx_fleet_window_view(struct obx_fleet_window *w, struct obx_fleet_window_view *out);
 
-/* Per share: messages it holds now, and seconds it has spent waiting for room in all. */
-size_t obx_fleet_share_in_flight(struct obx_fleet_share *s);
-double obx_fleet_share_wait_seconds(struct obx_fleet_share *s);
+/* What one database holds now, and how long it has waited for room in all. */
+struct obx_fleet_share_view {
+    size_t in_flight;
+    double wait_seconds;
+};
+void obx_fleet_share_view(struct obx_fleet_share *s, struct obx_fleet_share_view *out);
 
 #endif

@@ -185,7 +185,10 @@ Test(server_chaos, nats_killed_and_restarted_again_and_again_loses_nothing_and_s
                 atomic_load(&w.committed), settle_ms);
     for (int i = 0; i < RELAYS; i++) {
         relay_test_assert_running(&relays[i], "a relay (restarting NATS must not need it)");
-        cr_assert(harness_proc_log_contains(&relays[i], "nats reconnected"),
+        /* Met an outage: a connection lost and made again, or (a relay slow to start
+         * under load, first connecting between kills) a connect refused. */
+        cr_assert(harness_proc_log_contains(&relays[i], "nats reconnected") ||
+                      harness_proc_log_contains(&relays[i], "broker unavailable"),
                   "relay %d never lost NATS: the restarts missed it", i + 1);
         relay_test_stop(&relays[i], 10000);
     }

@@ -32,6 +32,26 @@ view_of(struct obx_fleet_window *w)
     return v;
 }
 
+static struct obx_fleet_share_view
+share_of(struct obx_fleet_share *s)
+{
+    struct obx_fleet_share_view v;
+
+    obx_fleet_share_view(s, &v);
+    return v;
+}
+
+/* Every share of `shares` leaves (each holding nothing by then), then the window goes. */
+static void
+close_window(struct obx_fleet_window *w, struct obx_fleet_share **shares, size_t n)
+{
+    cr_assert_eq(view_of(w).in_flight, 0, "room still taken at the end");
+    for (size_t i = 0; i < n; i++) {
+        obx_fleet_share_leave(shares[i]);
+    }
+    obx_fleet_window_free(w);
+}
+
 /* Waits up to 5 s for `waiting` requests to be queued. */
 static void
 wait_for_waiting(struct obx_fleet_window *w, size_t waiting)
@@ -83,15 +103,13 @@ Test(fleet_window, room_is_granted_at_once_within_the_caps)
     cr_assert_eq(obx_fleet_share_acquire(a, 80, &stop), 60, "a request is cut to its cap");
     cr_assert_eq(obx_fleet_share_acquire(b, 40, &stop), 40);
     cr_assert_eq(view_of(w).in_flight, 100);
-    cr_assert_eq(obx_fleet_share_in_flight(a), 60);
+    cr_assert_eq(share_of(a).in_flight, 60);
     obx_fleet_share_release(a, 60);
     obx_fleet_share_release(b, 40);
     cr_assert_eq(view_of(w).in_flight, 0);
     cr_assert_eq(obx_fleet_share_acquire(b, 500, &stop), 100, "a cap is cut to the window");
     obx_fleet_share_release(b, 100);
-    obx_fleet_share_leave(a);
-    obx_fleet_share_leave(b);
-    obx_fleet_window_free(w);
+    close_window(w, (struct obx_fleet_share *[]){a, b}, 2);
 }
 
 Test(fleet_window, a_request_waits_for_room_and_gets_it_on_release, .timeout = 10)
@@ -110,11 +128,9 @@ Test(fleet_window, a_request_waits_for_room_and_gets_it_on_release, .timeout = 1
     obx_fleet_share_release(holder, 70);
     pthread_join(a.thread, NULL);
     cr_assert_eq(a.got, 50);
-    cr_assert(obx_fleet_share_wait_seconds(s) > 0.04, "its wait is counted");
+    cr_assert(share_of(s).wait_seconds > 0.04, "its wait is counted");
     obx_fleet_share_release(s, 50);
-    obx_fleet_share_leave(holder);
-    obx_fleet_share_leave(s);
-    obx_fleet_window_free(w);
+    close_window(w, (struct obx_fleet_share *[]){holder, s}, 2);
 }
 
 /*
@@ -158,11 +174,7 @@ Test(fleet_window, deficit_round_robin_order, .timeout = 10)
     cr_assert_eq(late.got, 10);
     cr_assert_eq(late.order, 2);
     obx_fleet_share_release(holder, 10);
-    cr_assert_eq(view_of(w).in_flight, 0);
-    obx_fleet_share_leave(holder);
-    obx_fleet_share_leave(flooded);
-    obx_fleet_share_leave(quiet);
-    obx_fleet_window_free(w);
+    close_window(w, (struct obx_fleet_share *[]){holder, flooded, quiet}, 3);
 }
 
 Test(fleet_window, a_stop_ends_the_wait_and_lets_the_others_through, .timeout = 10)
@@ -186,10 +198,7 @@ Test(fleet_window, a_stop_ends_the_wait_and_lets_the_others_through, .timeout = 
     cr_assert_eq(view_of(w).waiting, 0);
     obx_fleet_share_release(b, 50);
     obx_fleet_share_release(holder, 50);
-    obx_fleet_share_leave(holder);
-    obx_fleet_share_leave(a);
-    obx_fleet_share_leave(b);
-    obx_fleet_window_free(w);
+    close_window(w, (struct obx_fleet_share *[]){holder, a, b}, 3);
 }
 
 /* Eight relays, batches of 1..100 in a window of 256: never over, nobody stuck. */
@@ -228,6 +237,7 @@ Test(fleet_window, many_relays_never_hold_more_than_the_window, .timeout = 30)
 {
     struct obx_fleet_window *w = obx_fleet_window_new(256);
     struct looper l[8];
+    struct obx_fleet_share *shares[8];
     atomic_int over = 0;
 
     for (int i = 0; i < 8; i++) {
@@ -244,10 +254,9 @@ Test(fleet_window, many_relays_never_hold_more_than_the_window, .timeout = 30)
         cr_assert_eq(l[i].rounds_done, 300);
     }
     cr_assert_eq(atomic_load(&over), 0, "a grant short of its request, or the window overrun");
-    cr_assert_eq(view_of(w).in_flight, 0);
     cr_assert_eq(view_of(w).waiting, 0);
     for (int i = 0; i < 8; i++) {
-        obx_fleet_share_leave(l[i].share);
+        shares[i] = l[i].share;
     }
-    obx_fleet_window_free(w);
+    close_window(w, shares, 8);
 }
