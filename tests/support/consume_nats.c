@@ -60,9 +60,10 @@ consume_nats_state_read(const char *nats_url, const char *stream, const char *co
     return 0;
 }
 
-int
-consume_nats_stream_max_age(const char *nats_url, const char *stream, int64_t *seconds, char *err,
-                            size_t cap)
+/* The stream's max age (seconds) and last sequence; either pointer may be NULL. */
+static int
+stream_state(const char *nats_url, const char *stream, int64_t *max_age_s, uint64_t *last_seq,
+             char *err, size_t cap)
 {
     struct test_js_conn c;
     jsStreamInfo *si = NULL;
@@ -77,33 +78,29 @@ consume_nats_stream_max_age(const char *nats_url, const char *stream, int64_t *s
         test_js_close(&c);
         return fail(err, cap, "stream info", s, code);
     }
-    *seconds = si->Config->MaxAge / NS_PER_S;
+    if (max_age_s != NULL) {
+        *max_age_s = si->Config->MaxAge / NS_PER_S;
+    }
+    if (last_seq != NULL) {
+        *last_seq = si->State.LastSeq;
+    }
     jsStreamInfo_Destroy(si);
     test_js_close(&c);
     return 0;
 }
 
 int
+consume_nats_stream_max_age(const char *nats_url, const char *stream, int64_t *seconds, char *err,
+                            size_t cap)
+{
+    return stream_state(nats_url, stream, seconds, NULL, err, cap);
+}
+
+int
 consume_nats_last_seq(const char *nats_url, const char *stream, uint64_t *out, char *err,
                       size_t cap)
 {
-    struct test_js_conn c;
-    jsStreamInfo *si = NULL;
-    jsErrCode code = 0;
-    natsStatus s;
-
-    if (test_js_open(&c, nats_url, err, cap) != 0) {
-        return -1;
-    }
-    s = js_GetStreamInfo(&si, c.js, stream, NULL, &code);
-    if (s != NATS_OK) {
-        test_js_close(&c);
-        return fail(err, cap, "stream info", s, code);
-    }
-    *out = si->State.LastSeq;
-    jsStreamInfo_Destroy(si);
-    test_js_close(&c);
-    return 0;
+    return stream_state(nats_url, stream, NULL, out, err, cap);
 }
 
 int

@@ -374,4 +374,24 @@ consume_test_lines(const char *dir, const char *name, const char *needle)
     return n;
 }
 
+/* ---- a suite's fixture ---------------------------------------------------------------- */
+
+/* A consume suite's set-up: a fresh database prepared for consumers, and a scratch directory. */
+static inline void
+consume_test_suite_begin(PGconn **conn, char dir[64])
+{
+    *conn = harness_pg_connect_fresh();
+    consume_test_prepare(*conn);
+    consume_test_dir_make(dir);
+}
+
+/* Its tear-down. */
+static inline void
+consume_test_suite_end(PGconn **conn, const char *dir)
+{
+    consume_test_dir_remove(dir);
+    PQfinish(*conn);
+    *conn = NULL;
+}
+
 #endif

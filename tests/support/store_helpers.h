@@ -33,6 +33,16 @@ helper_store_open(const char *application_name)
     return store;
 }
 
+/* A store suite's tear-down: its store from helper_store_open(), then its connection. */
+static inline void
+helper_store_suite_end(PGconn **conn, struct obx_store **store)
+{
+    obx_store_close(*store);
+    *store = NULL;
+    PQfinish(*conn);
+    *conn = NULL;
+}
+
 /* Another connection to this test's database; the caller PQfinish()es it. */
 static inline PGconn *
 helper_connect(void)

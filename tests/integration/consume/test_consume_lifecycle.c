@@ -31,17 +31,13 @@ static char dir[64];
 static void
 setup(void)
 {
-    conn = harness_pg_connect_fresh();
-    consume_test_prepare(conn);
-    consume_test_dir_make(dir);
+    consume_test_suite_begin(&conn, dir);
 }
 
 static void
 teardown(void)
 {
-    consume_test_dir_remove(dir);
-    PQfinish(conn);
-    conn = NULL;
+    consume_test_suite_end(&conn, dir);
 }
 
 TestSuite(consume_lifecycle, .init = setup, .fini = teardown, .timeout = 150);

@@ -49,10 +49,7 @@ setup(void)
 static void
 teardown(void)
 {
-    obx_store_close(store);
-    store = NULL;
-    PQfinish(conn);
-    conn = NULL;
+    helper_store_suite_end(&conn, &store);
 }
 
 TestSuite(lease_plan, .init = setup, .fini = teardown, .timeout = 240);

@@ -27,10 +27,7 @@ setup(void)
 static void
 teardown(void)
 {
-    obx_store_close(store);
-    store = NULL;
-    PQfinish(conn);
-    conn = NULL;
+    helper_store_suite_end(&conn, &store);
 }
 
 TestSuite(store, .init = setup, .fini = teardown, .timeout = 60);

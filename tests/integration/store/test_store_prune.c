@@ -25,10 +25,7 @@ setup(void)
 static void
 teardown(void)
 {
-    obx_store_close(store);
-    store = NULL;
-    PQfinish(conn);
-    conn = NULL;
+    helper_store_suite_end(&conn, &store);
 }
 
 TestSuite(store_prune, .init = setup, .fini = teardown, .timeout = 60);
