@@ -130,6 +130,7 @@ obx_fleet_member_new(const struct obx_fleet_entry *entry, const struct obx_confi
 {
     struct obx_fleet_member *m = calloc(1, sizeof(*m));
     outbox_status st = OUTBOX_OK;
+    /* Both settings are at least 1, so the cap is too. */
     long long cap = base->fleet_database_in_flight < base->max_in_flight
                         ? base->fleet_database_in_flight
                         : base->max_in_flight;
@@ -140,10 +141,10 @@ obx_fleet_member_new(const struct obx_fleet_entry *entry, const struct obx_confi
     }
     copy_entry(&m->entry, entry, err, &st);
     if (st == OUTBOX_OK) {
-        st = member_config(m, base, replica, cap > 0 ? cap : 1, err);
+        st = member_config(m, base, replica, cap, err);
     }
     if (st == OUTBOX_OK) {
-        m->share = obx_fleet_window_join(window, (size_t)(cap > 0 ? cap : 1));
+        m->share = obx_fleet_window_join(window, (size_t)cap);
         if (m->share == NULL) {
             st = obx_fail(err, OUTBOX_ENOMEM, "out of memory");
         }

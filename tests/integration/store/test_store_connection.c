@@ -3,7 +3,10 @@
  * test_store_connection.c - a store's connection: defaults that notice a
  * dead server within seconds unless the conninfo says otherwise, session
  * timeouts, no password in any message, OUTBOX_EUNAVAILABLE while the
- * server is down, and a reconnect that works once it is back.
+ * server is down, and a reconnect that works once it is back. Its prepared
+ * statements: one the server forgot (a pooler's DISCARD ALL) and one whose
+ * cached plan went stale (a column's type changed) are prepared again and
+ * the call succeeds the first time.
  */
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -131,6 +134,51 @@ Test(store_connection, never_shows_the_conninfo_or_its_password_in_a_message)
         cr_assert(strstr(err.message, "hunter2") == NULL, "case %zu leaks: %s", i, err.message);
         cr_assert(strchr(err.message, '\n') == NULL, "one line: %s", err.message);
     }
+}
+
+/* Leases up to 10 rows; fails the test with the store's message unless the call succeeds. */
+static size_t
+lease_ok(struct obx_store *store, const char *when)
+{
+    struct obx_lease lease;
+    outbox_error err = {0};
+    size_t n;
+
+    cr_assert_eq(obx_store_lease(store, 10, 30, 5, &lease, &err), OUTBOX_OK, "lease %s: %s", when,
+                 err.message);
+    n = lease.count;
+    obx_lease_fini(&lease);
+    return n;
+}
+
+Test(store_connection, a_prepared_statement_the_server_forgot_is_prepared_again)
+{
+    struct obx_store *store = helper_store_open("store-forgot");
+
+    helper_enqueue(conn, 2);
+    cr_assert_eq(lease_ok(store, "first"), 2);
+    /* What a pooler does between two clients of one server connection. */
+    harness_exec(store->pg.conn, "DISCARD ALL");
+    helper_enqueue(conn, 3);
+    cr_assert_eq(lease_ok(store, "after DISCARD ALL"), 3);
+    cr_assert_eq(harness_scalar_ll(store->pg.conn, "SELECT count(*) FROM pg_prepared_statements"),
+                 1, "the lease is not prepared again");
+    obx_store_close(store);
+}
+
+Test(store_connection, a_prepared_statement_whose_plan_went_stale_is_prepared_again)
+{
+    struct obx_store *store = helper_store_open("store-stale");
+
+    helper_enqueue(conn, 2);
+    cr_assert_eq(lease_ok(store, "first"), 2);
+    /* The lease returns `attempts`: a new type changes its result, so the cached plan
+     * cannot be used (0A000) while the statement of that name still exists (42P05). */
+    harness_exec(conn, "ALTER TABLE outbox.events ALTER COLUMN attempts TYPE bigint");
+    helper_enqueue(conn, 3);
+    cr_assert_eq(lease_ok(store, "after the column changed"), 3);
+    cr_assert_eq(lease_ok(store, "once more"), 0);
+    obx_store_close(store);
 }
 
 Test(store_connection, an_unreachable_server_is_unavailable_not_an_error_in_the_input)
