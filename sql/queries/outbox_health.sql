@@ -11,9 +11,23 @@ SELECT
        FROM /*schema*/events
       WHERE published_at IS NULL AND status = 'pending' AND next_attempt_at <= now())
         AS oldest_due_s,
-    (SELECT extract(epoch FROM now() - min(created_at))::bigint
-       FROM /*schema*/events
-      WHERE published_at IS NULL AND status = 'leased')
+    -- Leased rows are at the head of the due order: relays lease the oldest
+    -- due rows first, and a leased row keeps the next_attempt_at it was
+    -- leased at (a lease run out too). So the oldest unconfirmed row is
+    -- looked for among the first 20,000 unpublished rows in that order, and
+    -- the sample costs the same however long the backlog behind them is. It
+    -- read every unpublished row before: 35 ms at 100,000, every 5 s and
+    -- per relay, while recovering from an outage when the machine has least
+    -- to spare. A leased row further back (a transaction that ran long
+    -- committed over 20,000 rows with older times ahead of it) is missed
+    -- until the rows ahead of it drain.
+    (SELECT extract(epoch FROM now() - min(h.created_at))::bigint
+       FROM (SELECT created_at, status
+               FROM /*schema*/events
+              WHERE published_at IS NULL
+              ORDER BY next_attempt_at
+              LIMIT 20000) AS h
+      WHERE h.status = 'leased')
         AS oldest_unconfirmed_s,
     t.n_dead_tup,
     extract(epoch FROM greatest(t.last_vacuum, t.last_autovacuum))::bigint AS last_vacuum_unix,

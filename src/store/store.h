@@ -69,6 +69,9 @@ void obx_lease_fini(struct obx_lease *lease);
  */
 outbox_status obx_store_lease_plan(struct obx_store *store, int limit, int analyze, char **json,
                                    outbox_error *err);
+/* The same for obx_store_health()'s sample. */
+outbox_status obx_store_health_plan(struct obx_store *store, int analyze, char **json,
+                                    outbox_error *err);
 
 /* Row accessors; `i` < lease->count. Borrowed until obx_lease_fini(). */
 const char *obx_lease_id(const struct obx_lease *lease, size_t i);
@@ -129,11 +132,6 @@ outbox_status obx_store_extend(struct obx_store *store, const struct obx_lease *
 outbox_status obx_store_prune_done(struct obx_store *store, int retention_seconds, int limit,
                                    size_t *deleted, outbox_error *err);
 
-/*
- * LISTEN for the wake-up channel of this schema, then wait up to
- * `timeout_ms` for a notification or data on the socket. Returns OUTBOX_OK
- * whether woken or timed out; `*woken` says which.
- */
 /* The outbox's state as its gauges show it; a value PostgreSQL does not know yet reads 0. */
 struct obx_store_health {
     long long oldest_due_s;         /* age of the oldest row due now */
@@ -151,6 +149,11 @@ struct obx_store_health {
 outbox_status obx_store_health(struct obx_store *store, struct obx_store_health *out,
                                outbox_error *err);
 
+/*
+ * LISTEN for the wake-up channel of this schema, then wait up to
+ * `timeout_ms` for a notification or data on the socket. Returns OUTBOX_OK
+ * whether woken or timed out; `*woken` says which.
+ */
 outbox_status obx_store_listen(struct obx_store *store, outbox_error *err);
 outbox_status obx_store_wait(struct obx_store *store, int timeout_ms, int *woken,
                              outbox_error *err);

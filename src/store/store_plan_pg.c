@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * store_plan_pg.c - the lease statement's plan as the store's own session
- * would run it (see store.h): the plan-shape tests read it, and so can an
- * operator chasing a slow lease.
+ * store_plan_pg.c - a statement's plan as the store's own session would run
+ * it (see store.h): the lease's and the health sample's. The plan-shape
+ * tests read them, and so can an operator chasing a slow lease.
  */
 #include "store.h"
 
@@ -19,37 +19,62 @@
 
 #include "common/banned.h" /* last: poisons unsafe functions */
 
+/* EXPLAIN EXECUTE of prepared statement `which` with `args` (literals, in parentheses). */
 static outbox_status
-explain(struct obx_store *store, int limit, int analyze, char **json, outbox_error *err)
+explain(struct obx_store *store, size_t which, int nparams, const char *args, int analyze,
+        char **json, outbox_error *err)
 {
-    char args[48], name[OBX_PG_STATEMENT_NAME_CAP];
+    char name[OBX_PG_STATEMENT_NAME_CAP];
     struct obx_buf sql;
     PGresult *res;
-    outbox_status status = obx_pg_session_prepare(&store->pg, OBX_STORE_LEASE, 3, err);
+    outbox_status status = obx_pg_session_prepare(&store->pg, which, nparams, err);
 
     if (status != OUTBOX_OK) {
         return status;
     }
-    /* EXECUTE takes literals only: limit, lease seconds, max lease expiries. */
-    snprintf(args, sizeof(args), "(%d, 60, 5)", limit);
     obx_buf_init(&sql);
-    /* EXPLAIN EXECUTE: the plan the relay's prepared lease runs, not a fresh one. */
+    /* EXPLAIN EXECUTE: the plan the relay's prepared statement runs, not a fresh one. */
     obx_buf_append_str(&sql, analyze ? "EXPLAIN (FORMAT JSON, ANALYZE, BUFFERS) EXECUTE "
                                      : "EXPLAIN (FORMAT JSON) EXECUTE ");
-    obx_buf_append_str(&sql, obx_pg_session_statement_name(OBX_STORE_LEASE, name));
+    obx_buf_append_str(&sql, obx_pg_session_statement_name(which, name));
     obx_buf_append_str(&sql, args);
     if (obx_buf_failed(&sql)) {
         obx_buf_fini(&sql);
-        return obx_fail(err, OUTBOX_ENOMEM, "lease plan: out of memory");
+        return obx_fail(err, OUTBOX_ENOMEM, "plan: out of memory");
     }
     res = PQexec(store->pg.conn, sql.data);
     obx_buf_fini(&sql);
     if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1) {
-        status = obx_fail_pg(err, store->pg.conn, res, "explain the lease");
+        status = obx_fail_pg(err, store->pg.conn, res, "explain a store statement");
     } else if ((*json = strdup(PQgetvalue(res, 0, 0))) == NULL) {
-        status = obx_fail(err, OUTBOX_ENOMEM, "lease plan: out of memory");
+        status = obx_fail(err, OUTBOX_ENOMEM, "plan: out of memory");
     }
     PQclear(res);
+    return status;
+}
+
+/* The plan, analyzed inside a transaction that is rolled back when `analyze`. */
+static outbox_status
+plan(struct obx_store *store, size_t which, int nparams, const char *args, int analyze, char **json,
+     outbox_error *err)
+{
+    outbox_status status = obx_pg_session_require(&store->pg, err), undone;
+
+    if (status != OUTBOX_OK || !analyze) {
+        return status != OUTBOX_OK ? status : explain(store, which, nparams, args, 0, json, err);
+    }
+    status = obx_pg_exec(store->pg.conn, "BEGIN", "begin the plan", err);
+    if (status != OUTBOX_OK) {
+        return status;
+    }
+    status = explain(store, which, nparams, args, 1, json, err);
+    undone = obx_pg_exec(store->pg.conn, "ROLLBACK", "roll back the plan",
+                         status == OUTBOX_OK ? err : &(outbox_error){0});
+    if (status == OUTBOX_OK && undone != OUTBOX_OK) {
+        free(*json);
+        *json = NULL;
+        status = undone;
+    }
     return status;
 }
 
@@ -57,28 +82,41 @@ outbox_status
 obx_store_lease_plan(struct obx_store *store, int limit, int analyze, char **json,
                      outbox_error *err)
 {
-    outbox_status status, undone;
+    char args[48];
 
     obx_error_reset(err);
     *json = NULL;
     if (limit < 1) {
         return obx_fail(err, OUTBOX_EINVAL, "lease plan: limit %d must be >= 1", limit);
     }
+    /* EXECUTE takes literals only: limit, lease seconds, max lease expiries. */
+    snprintf(args, sizeof(args), "(%d, 60, 5)", limit);
+    return plan(store, OBX_STORE_LEASE, 3, args, analyze, json, err);
+}
+
+outbox_status
+obx_store_health_plan(struct obx_store *store, int analyze, char **json, outbox_error *err)
+{
+    struct obx_buf args;
+    outbox_status status;
+    char *schema;
+
+    obx_error_reset(err);
+    *json = NULL;
     status = obx_pg_session_require(&store->pg, err);
-    if (status != OUTBOX_OK || !analyze) {
-        return status != OUTBOX_OK ? status : explain(store, limit, 0, json, err);
-    }
-    status = obx_pg_exec(store->pg.conn, "BEGIN", "begin the lease plan", err);
     if (status != OUTBOX_OK) {
         return status;
     }
-    status = explain(store, limit, 1, json, err);
-    undone = obx_pg_exec(store->pg.conn, "ROLLBACK", "roll back the lease plan",
-                         status == OUTBOX_OK ? err : &(outbox_error){0});
-    if (status == OUTBOX_OK && undone != OUTBOX_OK) {
-        free(*json);
-        *json = NULL;
-        status = undone;
+    schema = PQescapeLiteral(store->pg.conn, store->schema, strlen(store->schema));
+    if (schema == NULL) {
+        return obx_fail(err, OUTBOX_ENOMEM, "health plan: out of memory");
     }
+    obx_buf_init(&args);
+    obx_buf_appendf(&args, "(%s)", schema);
+    PQfreemem(schema);
+    status = obx_buf_failed(&args)
+                 ? obx_fail(err, OUTBOX_ENOMEM, "health plan: out of memory")
+                 : plan(store, OBX_STORE_HEALTH, 1, args.data, analyze, json, err);
+    obx_buf_fini(&args);
     return status;
 }

@@ -12,8 +12,8 @@
  * scan, bitmap scan or sort (FACTS 14: a bitmap scan of every entry plus a
  * top-N sort, 77 ms a lease), and no node reads a table or index whole (a
  * hash join over the primary key, 12 ms a lease). EXPLAIN ANALYZE (rolled
- * back) shows the scan
- * stops after the batch.
+ * back) shows the scan stops after the batch. The relay's health sample,
+ * taken every 5 s, reads a bounded part of the table in every state too.
  *
  * Rows are made by INSERT ... SELECT from one row outbox.enqueue() wrote,
  * with the user triggers off while loading: 100,000 validated calls would
@@ -237,6 +237,63 @@ scan_buffers(void)
     return blocks;
 }
 
+/* The rows the nodes under `node` that read outbox.events took out of it, all loops. */
+static long long
+events_rows_read(json_t *node, const char *state, const char *text)
+{
+    const char *relation = json_string_value(json_object_get(node, "Relation Name"));
+    const char *type = json_string_value(json_object_get(node, "Node Type"));
+    long long rows = 0;
+    size_t i;
+    json_t *child;
+
+    if (relation != NULL && strcmp(relation, "events") == 0) {
+        long long loops = json_integer_value(json_object_get(node, "Actual Loops"));
+
+        cr_assert(type != NULL && strcmp(type, "Seq Scan") != 0 && strstr(type, "Bitmap") == NULL,
+                  "%s: the health sample reads the outbox with a %s: %s", state,
+                  type ? type : "(none)", text);
+        rows = loops * (json_integer_value(json_object_get(node, "Actual Rows")) +
+                        json_integer_value(json_object_get(node, "Rows Removed by Filter")));
+    }
+    json_array_foreach(json_object_get(node, "Plans"), i, child)
+    {
+        rows += events_rows_read(child, state, text);
+    }
+    return rows;
+}
+
+/*
+ * The health sample, run in the store's session, reads at most `max_rows`
+ * rows of outbox.events, none of them by a sequential or bitmap scan.
+ */
+static void
+expect_bounded_health(const char *state, long long max_rows)
+{
+    outbox_error err;
+    json_error_t jerr;
+    char *text = NULL;
+    json_t *doc, *top;
+    long long rows;
+    outbox_status status = obx_store_health_plan(store, 1, &text, &err);
+
+    cr_assert_eq(status, OUTBOX_OK, "obx_store_health_plan: %s: %s", outbox_status_name(status),
+                 err.message);
+    doc = json_loads(text, 0, &jerr);
+    cr_assert(doc != NULL, "EXPLAIN JSON does not parse: %s", jerr.text);
+    top = json_object_get(json_array_get(doc, 0), "Plan");
+    cr_assert(top != NULL, "no Plan in %s", text);
+    rows = events_rows_read(top, state, text);
+    cr_log_info("%s: the health sample read %lld outbox rows", state, rows);
+    cr_assert_leq(rows, max_rows, "%s: the health sample read %lld outbox rows (<= %lld): %s",
+                  state, rows, max_rows, text);
+    json_decref(doc);
+    free(text);
+}
+
+/* The health sample's bound: its look at the head of the due order, and one row past leases. */
+enum { HEALTH_HEAD = 20000, HEALTH_ROWS = HEALTH_HEAD + 2 * LIMIT + 1 };
+
 /* Leases once for real, and the batch is full: the plan found what is due. */
 static void
 expect_full_lease(const char *state)
@@ -261,6 +318,7 @@ Test(lease_plan, no_statistics_yet)
     expect_full_lease("no statistics");
     /* The next lease steps over the running one's rows, and only those. */
     expect_ordered_scan("no statistics, one lease running", 1, LIMIT);
+    expect_bounded_health("no statistics, one lease running", HEALTH_ROWS);
 }
 
 Test(lease_plan, right_after_a_bulk_load)
@@ -272,6 +330,7 @@ Test(lease_plan, right_after_a_bulk_load)
     expect_ordered_scan("after a bulk load", 0, 0);
     expect_ordered_scan("after a bulk load", 1, 0);
     expect_full_lease("after a bulk load");
+    expect_bounded_health("after a bulk load", HEALTH_ROWS);
 }
 
 Test(lease_plan, large_backlog_with_fresh_statistics)
@@ -315,6 +374,7 @@ Test(lease_plan, dead_index_entries_between_vacuums)
     expect_ordered_scan("dead entries, fresh statistics", 0, 0);
     expect_ordered_scan("dead entries, fresh statistics", 1, 0);
     expect_full_lease("dead entries");
+    expect_bounded_health("dead entries", HEALTH_ROWS);
 }
 
 Test(lease_plan, many_done_rows_retained)
@@ -327,6 +387,7 @@ Test(lease_plan, many_done_rows_retained)
     expect_ordered_scan("done rows retained", 0, 0);
     expect_ordered_scan("done rows retained", 1, 0);
     expect_full_lease("done rows retained");
+    expect_bounded_health("done rows retained", HEALTH_ROWS);
 }
 
 Test(lease_plan, long_backlog_in_retry_backoff)
@@ -340,4 +401,32 @@ Test(lease_plan, long_backlog_in_retry_backoff)
     expect_ordered_scan("retry backlog", 1, 0);
     expect_full_lease("retry backlog");
     expect_ordered_scan("retry backlog, one lease running", 1, LIMIT);
+    expect_bounded_health("retry backlog, one lease running", HEALTH_ROWS);
+}
+
+Test(lease_plan, health_sample_of_a_long_backlog_finds_the_leases_at_its_head)
+{
+    /* 100,000 rows waiting (an outage just ended), one lease running and one run out an
+     * hour ago (its relay died). The sample finds the oldest of them, and reads the head
+     * of the due order only: it read every unpublished row before, 100,000 each 5 s. */
+    struct obx_store_health h;
+    struct obx_lease running, expired;
+    outbox_error err;
+
+    load_due(100000);
+    helper_lease(store, LIMIT, 60, &expired);
+    helper_lease(store, LIMIT, 60, &running);
+    cr_assert_eq(expired.count + running.count, 2 * LIMIT);
+    harness_exec(conn, "UPDATE outbox.events SET leased_until = now() - interval '1 hour', "
+                       "created_at = now() - interval '2 hours' "
+                       "WHERE id IN (SELECT id FROM outbox.events WHERE status = 'leased' "
+                       "ORDER BY next_attempt_at LIMIT 100)");
+    cr_assert_eq(obx_store_health(store, &h, &err), OUTBOX_OK, "%s", err.message);
+    cr_assert(h.oldest_unconfirmed_s >= 7190 && h.oldest_unconfirmed_s <= 7300,
+              "the oldest unconfirmed row is 2 hours old, the sample says %lld s",
+              h.oldest_unconfirmed_s);
+    cr_assert_geq(h.oldest_due_s, 3500, "the oldest due row waits an hour: %lld s", h.oldest_due_s);
+    expect_bounded_health("long backlog, leases at its head", HEALTH_ROWS);
+    obx_lease_fini(&running);
+    obx_lease_fini(&expired);
 }
