@@ -243,7 +243,7 @@ run_round(struct bench_state *s, int clients, const int run[], double seconds, d
 }
 
 /* Every case: its name, events per transaction, the raw case it is compared with, and for
- * enqueue_sql_batch the floor of one statement per event. */
+ * the SQL writer's enqueue() cases the floor of one function call per event. */
 static const struct {
     const char *name;
     int batch;
@@ -256,7 +256,8 @@ static const struct {
     {"raw_insert_batch", BATCH, -1, -1},
     {"enqueue_batch", BATCH, 3, -1},
     {"raw_insert_one", 1, -1, -1},
-    {"enqueue_sql_single", 1, C_CASES + OBX_BENCH_RAW_INSERT_ONE, -1},
+    {"raw_call_one", 1, -1, -1},
+    {"enqueue_sql_single", 1, C_CASES + OBX_BENCH_RAW_INSERT_ONE, C_CASES + OBX_BENCH_RAW_CALL_ONE},
     {"raw_insert_select", OBX_BENCH_SQL_BATCH_SIZE, -1, -1},
     {"raw_call_batch", OBX_BENCH_SQL_BATCH_SIZE, -1, -1},
     {"enqueue_sql_batch", OBX_BENCH_SQL_BATCH_SIZE, C_CASES + OBX_BENCH_RAW_INSERT_SELECT,

@@ -11,8 +11,9 @@
 #include <libpq-fe.h>
 
 enum obx_bench_sql_case {
-    OBX_BENCH_RAW_INSERT_ONE,    /* one raw row, its own transaction */
-    OBX_BENCH_SQL_SINGLE,        /* one outbox.enqueue(), its own transaction */
+    OBX_BENCH_RAW_INSERT_ONE, /* one raw row, its own transaction */
+    OBX_BENCH_RAW_CALL_ONE,   /* one call of a function doing one raw INSERT, its own transaction */
+    OBX_BENCH_SQL_SINGLE,     /* one outbox.enqueue(), its own transaction */
     OBX_BENCH_RAW_INSERT_SELECT, /* INSERT ... SELECT of 100 envelopes from one jsonb array */
     OBX_BENCH_RAW_CALL_BATCH,    /* BEGIN; 100 calls of a function doing one raw INSERT; COMMIT */
     OBX_BENCH_SQL_BATCH,         /* BEGIN; 100 outbox.enqueue() calls; COMMIT */

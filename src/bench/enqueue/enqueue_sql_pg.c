@@ -8,6 +8,8 @@
  * which has the outbox's columns, defaults, indexes and CHECK constraints
  * (LIKE ... INCLUDING ALL) but none of its triggers:
  *   raw_insert_one     one INSERT of one row, its own transaction
+ *   raw_call_one       one call of bench_raw_call (below), its own
+ *                      transaction: the floor of a function per event
  *   enqueue_sql_single one SELECT outbox.enqueue(...), its own transaction
  *   raw_insert_select  one INSERT ... SELECT of 100 envelopes out of one
  *                      jsonb array parameter (what an ORM's bulk insert of
@@ -171,6 +173,8 @@ obx_bench_sql_run(PGconn *conn, enum obx_bench_sql_case which)
     switch (which) {
     case OBX_BENCH_RAW_INSERT_ONE:
         return raw_insert_one(conn, "bench_raw_one");
+    case OBX_BENCH_RAW_CALL_ONE:
+        return raw_insert_one(conn, "bench_raw_call");
     case OBX_BENCH_SQL_SINGLE:
         sql_enqueue_one(conn);
         return 1;
