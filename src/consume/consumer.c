@@ -313,6 +313,7 @@ prune_outbox(struct outbox_consumer *c)
                                    .application_name = "outboxd-consumer"};
     struct obx_store *store = NULL;
     size_t deleted = PRUNE_BATCH_ROWS;
+    struct obx_prune_cursor cursor = {{0}};
     outbox_error err = {0};
 
     if (c->w.cfg.bus != OUTBOX_BUS_DB || c->w.cfg.relay_mode != OUTBOX_RELAY_MARK ||
@@ -320,15 +321,14 @@ prune_outbox(struct outbox_consumer *c)
         return;
     }
     for (int i = 0; i < PRUNE_BATCHES_PER_PASS && deleted == PRUNE_BATCH_ROWS; i++) {
-        if (obx_store_prune_done(store, c->w.cfg.retention_hours * 3600, PRUNE_BATCH_ROWS, &deleted,
-                                 &err) != OUTBOX_OK) {
+        if (obx_store_prune_done(store, c->w.cfg.retention_hours * 3600, PRUNE_BATCH_ROWS, &cursor,
+                                 &deleted, &err) != OUTBOX_OK) {
             break;
         }
     }
     obx_store_close(store);
 }
 
-/* Ledger rows (and, on the DB backend, outbox rows) older than the retention go. */
 /* Each handler's waiting dead letters, for the gauges, every few seconds. */
 static void
 maybe_sample_dead_letters(struct outbox_consumer *c)
@@ -359,11 +359,13 @@ maybe_sample_dead_letters(struct outbox_consumer *c)
     pthread_mutex_unlock(&c->w.stats_lock);
 }
 
+/* Ledger rows (and, on the DB backend, outbox rows) older than the retention go. */
 static void
 maybe_maintain(struct outbox_consumer *c)
 {
     long long now = obx_monotonic_ms();
     size_t deleted = PRUNE_BATCH_ROWS;
+    struct obx_prune_cursor cursor = {{0}};
     outbox_error err = {0};
 
     if (now < c->next_maintenance_ms || !c->db.up) {
@@ -376,7 +378,7 @@ maybe_maintain(struct outbox_consumer *c)
     }
     for (int i = 0; i < PRUNE_BATCHES_PER_PASS && deleted == PRUNE_BATCH_ROWS; i++) {
         if (obx_ledger_prune(c->ledger, c->w.cfg.ledger_retention_days * 86400, PRUNE_BATCH_ROWS,
-                             &deleted, &err) != OUTBOX_OK) {
+                             &cursor, &deleted, &err) != OUTBOX_OK) {
             if (err.code == OUTBOX_EUNAVAILABLE) {
                 drop_ledger(c, &err);
             }

@@ -211,8 +211,11 @@ struct obx_ledger_registration {
 outbox_status obx_ledger_register(struct obx_ledger *ledger,
                                   const struct obx_ledger_registration *r, outbox_error *err);
 
-/* Deletes up to `limit` ledger rows finished more than `retention_seconds` ago. */
+/*
+ * Deletes up to `limit` ledger rows finished more than `retention_seconds`
+ * ago, from `cursor` on (store.h; NULL: one batch from the oldest).
+ */
 outbox_status obx_ledger_prune(struct obx_ledger *ledger, long long retention_seconds, int limit,
-                               size_t *deleted, outbox_error *err);
+                               struct obx_prune_cursor *cursor, size_t *deleted, outbox_error *err);
 
 #endif

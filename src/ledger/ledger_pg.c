@@ -225,12 +225,13 @@ obx_ledger_run_sql(struct obx_ledger *ledger, const char *statement, const char 
 }
 
 outbox_status
-obx_ledger_prune(struct obx_ledger *ledger, long long retention_seconds, int limit, size_t *deleted,
-                 outbox_error *err)
+obx_ledger_prune(struct obx_ledger *ledger, long long retention_seconds, int limit,
+                 struct obx_prune_cursor *cursor, size_t *deleted, outbox_error *err)
 {
     obx_error_reset(err);
     return obx_pg_session_prune(&ledger->pg, OBX_LEDGER_PRUNE, retention_seconds, limit,
-                                "prune ledger", deleted, err);
+                                cursor != NULL ? cursor->after : NULL, "prune ledger", deleted,
+                                err);
 }
 
 PGconn *

@@ -480,6 +480,7 @@ maybe_maintain(struct outbox_relay *relay)
 {
     long long now = obx_monotonic_ms();
     size_t deleted = PRUNE_BATCH_ROWS;
+    struct obx_prune_cursor cursor = {{0}};
     outbox_error err = {0};
 
     if (relay->w.cfg.relay_mode != OUTBOX_RELAY_MARK || now < relay->next_maintenance_ms ||
@@ -489,7 +490,7 @@ maybe_maintain(struct outbox_relay *relay)
     relay->next_maintenance_ms = now + MAINTENANCE_EVERY_MS;
     for (int i = 0; i < PRUNE_BATCHES_PER_PASS && deleted == PRUNE_BATCH_ROWS; i++) {
         if (obx_store_prune_done(relay->store, relay->w.cfg.retention_hours * 3600,
-                                 PRUNE_BATCH_ROWS, &deleted, &err) != OUTBOX_OK) {
+                                 PRUNE_BATCH_ROWS, &cursor, &deleted, &err) != OUTBOX_OK) {
             if (err.code == OUTBOX_EUNAVAILABLE) {
                 drop_store(relay, &err);
             } else {

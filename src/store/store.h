@@ -128,9 +128,25 @@ outbox_status obx_store_finish(struct obx_store *store, const struct obx_lease *
 outbox_status obx_store_extend(struct obx_store *store, const struct obx_lease *lease, size_t i,
                                int lease_seconds, outbox_error *err);
 
-/* Deletes up to `limit` done rows published more than `retention_seconds` ago. */
+/*
+ * Where a retention pass has got to. Each batch of a pass goes on from the
+ * key the one before stopped at, so the rows a pass keeps at the old end
+ * (dead, invalid, waiting) are stepped over once a pass, not once a batch.
+ * Zero it at each pass's start: a row kept by this pass may be done by the
+ * next one.
+ */
+struct obx_prune_cursor {
+    char after[37]; /* a uuid's text; "" from the oldest key */
+};
+
+/*
+ * Deletes up to `limit` done rows published more than `retention_seconds`
+ * ago, from `cursor` on, and moves `cursor` to where it stopped. NULL
+ * `cursor`: one batch from the oldest row.
+ */
 outbox_status obx_store_prune_done(struct obx_store *store, int retention_seconds, int limit,
-                                   size_t *deleted, outbox_error *err);
+                                   struct obx_prune_cursor *cursor, size_t *deleted,
+                                   outbox_error *err);
 
 /* The outbox's state as its gauges show it; a value PostgreSQL does not know yet reads 0. */
 struct obx_store_health {

@@ -439,10 +439,12 @@ obx_store_extend(struct obx_store *store, const struct obx_lease *lease, size_t 
 }
 
 outbox_status
-obx_store_prune_done(struct obx_store *store, int retention_seconds, int limit, size_t *deleted,
-                     outbox_error *err)
+obx_store_prune_done(struct obx_store *store, int retention_seconds, int limit,
+                     struct obx_prune_cursor *cursor, size_t *deleted, outbox_error *err)
 {
+    _Static_assert(sizeof(cursor->after) == OBX_PRUNE_AFTER_CAP, "a pass's place is a uuid's text");
     obx_error_reset(err);
     return obx_pg_session_prune(&store->pg, OBX_STORE_PRUNE, retention_seconds, limit,
-                                "prune done events", deleted, err);
+                                cursor != NULL ? cursor->after : NULL, "prune done events", deleted,
+                                err);
 }

@@ -117,13 +117,19 @@ outbox_status obx_pg_session_check(struct obx_pg_session *s, const PGresult *res
 outbox_status obx_pg_session_run(struct obx_pg_session *s, size_t which, const char *const *params,
                                  int nparams, const char *doing, outbox_error *err);
 
+/* Room for a retention pass's place: a uuid's text and its terminator. */
+#define OBX_PRUNE_AFTER_CAP 37
+
 /*
- * A retention pass: statement `which` deletes at most `limit` rows older
- * than `retention_seconds` ($1, $2); `*deleted` gets how many it did.
+ * One batch of a retention pass: statement `which` deletes at most `limit`
+ * rows older than `retention_seconds` ($1, $2) from key `after` on ($3;
+ * "" or NULL: from the oldest); `*deleted` gets how many it did, and
+ * `after` (OBX_PRUNE_AFTER_CAP bytes, unless NULL) the key it stopped at,
+ * for the pass's next batch.
  */
 outbox_status obx_pg_session_prune(struct obx_pg_session *s, size_t which,
-                                   long long retention_seconds, int limit, const char *doing,
-                                   size_t *deleted, outbox_error *err);
+                                   long long retention_seconds, int limit, char *after,
+                                   const char *doing, size_t *deleted, outbox_error *err);
 
 /* libpq's connection messages span lines ("\n\tIs the server running..."): joins them. */
 void obx_pg_one_line(outbox_error *err);

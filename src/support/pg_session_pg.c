@@ -178,10 +178,10 @@ obx_pg_session_run(struct obx_pg_session *s, size_t which, const char *const *pa
 
 outbox_status
 obx_pg_session_prune(struct obx_pg_session *s, size_t which, long long retention_seconds, int limit,
-                     const char *doing, size_t *deleted, outbox_error *err)
+                     char *after, const char *doing, size_t *deleted, outbox_error *err)
 {
     char retention_text[24], limit_text[16];
-    const char *params[] = {retention_text, limit_text};
+    const char *params[] = {retention_text, limit_text, after != NULL && after[0] ? after : NULL};
     PGresult *res;
     outbox_status status;
 
@@ -196,10 +196,19 @@ obx_pg_session_prune(struct obx_pg_session *s, size_t which, long long retention
     }
     snprintf(retention_text, sizeof(retention_text), "%lld", retention_seconds);
     snprintf(limit_text, sizeof(limit_text), "%d", limit);
-    res = obx_pg_session_exec(s, which, params, 2);
+    res = obx_pg_session_exec(s, which, params, 3);
     status = obx_pg_session_check(s, res, doing, err);
-    if (status == OUTBOX_OK) {
-        *deleted = (size_t)strtoul(PQcmdTuples(res), NULL, 10);
+    if (status == OUTBOX_OK && PQntuples(res) == 1) {
+        const char *last = PQgetvalue(res, 0, 1);
+        size_t len = strlen(last);
+
+        *deleted = (size_t)strtoul(PQgetvalue(res, 0, 0), NULL, 10);
+        /* Where this batch stopped; kept as it was when it took nothing. */
+        if (after != NULL && !PQgetisnull(res, 0, 1) && len < OBX_PRUNE_AFTER_CAP) {
+            memcpy(after, last, len + 1);
+        }
+    } else if (status == OUTBOX_OK) {
+        status = obx_fail(err, OUTBOX_EDB, "%s: no result row", doing);
     }
     PQclear(res);
     return status;

@@ -255,7 +255,8 @@ Test(store, invalid_keeps_the_row_with_its_reason)
                  1);
     helper_lease(store, 10, 60, &again);
     cr_assert_eq(again.count, 0, "an invalid row is never leased again");
-    cr_assert_eq(obx_store_prune_done(store, 0, 100, &deleted, &err), OUTBOX_OK, "%s", err.message);
+    cr_assert_eq(obx_store_prune_done(store, 0, 100, NULL, &deleted, &err), OUTBOX_OK, "%s",
+                 err.message);
     cr_assert_eq(deleted, 0, "an invalid row is never deleted");
     cr_assert_eq(helper_count(conn, "true"), 1);
     obx_lease_fini(&lease);
@@ -324,8 +325,8 @@ Test(store, refuses_bad_arguments_without_touching_rows)
     obx_lease_fini(&lease);
     cr_assert_eq(obx_store_lease(store, 10, 0, 5, &lease, &err), OUTBOX_EINVAL);
     cr_assert_eq(obx_store_lease(store, 10, 60, 0, &lease, &err), OUTBOX_EINVAL);
-    cr_assert_eq(obx_store_prune_done(store, -1, 10, &deleted, &err), OUTBOX_EINVAL);
-    cr_assert_eq(obx_store_prune_done(store, 10, 0, &deleted, &err), OUTBOX_EINVAL);
+    cr_assert_eq(obx_store_prune_done(store, -1, 10, NULL, &deleted, &err), OUTBOX_EINVAL);
+    cr_assert_eq(obx_store_prune_done(store, 10, 0, NULL, &deleted, &err), OUTBOX_EINVAL);
     helper_lease(store, 10, 60, &lease);
     cr_assert_eq(obx_store_finish(store, &lease, (enum obx_row_outcome[]){OBX_ROW_DONE}, NULL,
                                   &opts, &counts, &err),

@@ -217,7 +217,7 @@ expect_unavailable_while_down(struct obx_store *store)
     cr_assert_eq(obx_store_lease(store, 10, 60, 5, &lease, &err), OUTBOX_EUNAVAILABLE, "%s",
                  err.message);
     cr_assert_eq(obx_store_wait(store, 100, &woken, &err), OUTBOX_EUNAVAILABLE, "%s", err.message);
-    cr_assert_eq(obx_store_prune_done(store, 0, 10, &deleted, &err), OUTBOX_EUNAVAILABLE);
+    cr_assert_eq(obx_store_prune_done(store, 0, 10, NULL, &deleted, &err), OUTBOX_EUNAVAILABLE);
     lease.count = 0;
     cr_assert_eq(obx_store_finish(store, &lease, NULL, NULL, &opts, &counts, &err), OUTBOX_OK,
                  "an empty finish needs no server");

@@ -2,10 +2,12 @@
 /*
  * test_store_prune.c - retention of published rows in mark mode: only done
  * rows published longer ago than the retention go, at most `limit` per
- * call, and rows in any other state stay whatever their age.
+ * call, and rows in any other state stay whatever their age. A pass's
+ * batches go on from where the one before stopped.
  */
 #include <criterion/criterion.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "aged_rows.h"
 #include "harness.h"
@@ -43,7 +45,21 @@ prune(int retention_seconds, int limit)
 {
     size_t deleted = 12345;
     outbox_error err;
-    outbox_status status = obx_store_prune_done(store, retention_seconds, limit, &deleted, &err);
+    outbox_status status =
+        obx_store_prune_done(store, retention_seconds, limit, NULL, &deleted, &err);
+
+    cr_assert_eq(status, OUTBOX_OK, "prune: %s", err.message);
+    return deleted;
+}
+
+/* One batch of a pass at `cursor`. */
+static size_t
+prune_from(struct obx_prune_cursor *cursor, int retention_seconds, int limit)
+{
+    size_t deleted = 12345;
+    outbox_error err;
+    outbox_status status =
+        obx_store_prune_done(store, retention_seconds, limit, cursor, &deleted, &err);
 
     cr_assert_eq(status, OUTBOX_OK, "prune: %s", err.message);
     return deleted;
@@ -81,4 +97,33 @@ Test(store_prune, keeps_a_row_published_recently_even_if_its_id_is_old)
     harness_exec(conn, "UPDATE outbox.events SET published_at = now()");
     cr_assert_eq(prune(3600, 100), 0, "published_at decides, not the id");
     cr_assert_eq(helper_count(conn, "status = 'done'"), 1);
+}
+
+Test(store_prune, a_pass_goes_on_from_where_its_last_batch_stopped)
+{
+    /* Dead rows wait at the old end for an operator; a pass steps over them once, so its
+     * next batch starts after them, and a row they hide from it waits for the next pass. */
+    struct obx_prune_cursor cursor = {{0}};
+
+    add_aged_rows(3, "dead");
+    harness_exec(conn, "SELECT pg_sleep(0.01)"); /* the done rows' ids come after */
+    add_aged_rows(4, "done");
+    cr_assert_eq(harness_scalar_ll(conn, "SELECT count(*) FROM outbox.events AS d, "
+                                         "outbox.events AS o WHERE d.status = 'dead' "
+                                         "AND o.status = 'done' AND d.id > o.id"),
+                 0, "the dead rows must be the oldest for this test");
+    cr_assert_eq(prune_from(&cursor, 3600, 2), 2);
+    cr_assert(cursor.after[0] != '\0', "the batch says where it stopped");
+    /* Requeued and published again at once (two hours ago, as the test ages rows):
+     * now done, behind the pass's place. */
+    harness_exec(conn, "UPDATE outbox.events SET status = 'done', "
+                       "published_at = now() - interval '2 hours' WHERE id = "
+                       "(SELECT id FROM outbox.events WHERE status = 'dead' ORDER BY id LIMIT 1)");
+    cr_assert_eq(prune_from(&cursor, 3600, 10), 2,
+                 "the pass goes on after its place: the last two done rows, not the one behind");
+    cr_assert_eq(helper_count(conn, "status = 'done'"), 1);
+    cr_assert_eq(prune_from(&cursor, 3600, 10), 0, "nothing left after the place");
+    memset(&cursor, 0, sizeof(cursor));
+    cr_assert_eq(prune_from(&cursor, 3600, 10), 1, "the next pass starts at the oldest row");
+    cr_assert_eq(helper_count(conn, "status = 'dead'"), 2, "dead rows stay");
 }
