@@ -237,9 +237,9 @@ scan_buffers(void)
     return blocks;
 }
 
-/* The rows the nodes under `node` that read outbox.events took out of it, all loops. */
+/* The rows the nodes under `node` that read table `table` took out of it, all loops. */
 static long long
-events_rows_read(json_t *node, const char *state, const char *text)
+rows_read(json_t *node, const char *table, const char *state, const char *text)
 {
     const char *relation = json_string_value(json_object_get(node, "Relation Name"));
     const char *type = json_string_value(json_object_get(node, "Node Type"));
@@ -247,34 +247,35 @@ events_rows_read(json_t *node, const char *state, const char *text)
     size_t i;
     json_t *child;
 
-    if (relation != NULL && strcmp(relation, "events") == 0) {
+    if (relation != NULL && strcmp(relation, table) == 0) {
         long long loops = json_integer_value(json_object_get(node, "Actual Loops"));
 
         cr_assert(type != NULL && strcmp(type, "Seq Scan") != 0 && strstr(type, "Bitmap") == NULL,
-                  "%s: the health sample reads the outbox with a %s: %s", state,
+                  "%s: the health sample reads %s with a %s: %s", state, table,
                   type ? type : "(none)", text);
         rows = loops * (json_integer_value(json_object_get(node, "Actual Rows")) +
                         json_integer_value(json_object_get(node, "Rows Removed by Filter")));
     }
     json_array_foreach(json_object_get(node, "Plans"), i, child)
     {
-        rows += events_rows_read(child, state, text);
+        rows += rows_read(child, table, state, text);
     }
     return rows;
 }
 
 /*
  * The health sample, run in the store's session, reads at most `max_rows`
- * rows of outbox.events, none of them by a sequential or bitmap scan.
+ * rows of outbox.events and `max_letters` of outbox.dead_letters, none of
+ * them by a sequential or bitmap scan.
  */
 static void
-expect_bounded_health(const char *state, long long max_rows)
+expect_bounded_reads(const char *state, long long max_rows, long long max_letters)
 {
     outbox_error err;
     json_error_t jerr;
     char *text = NULL;
     json_t *doc, *top;
-    long long rows;
+    long long rows, letters;
     outbox_status status = obx_store_health_plan(store, 1, &text, &err);
 
     cr_assert_eq(status, OUTBOX_OK, "obx_store_health_plan: %s: %s", outbox_status_name(status),
@@ -283,16 +284,28 @@ expect_bounded_health(const char *state, long long max_rows)
     cr_assert(doc != NULL, "EXPLAIN JSON does not parse: %s", jerr.text);
     top = json_object_get(json_array_get(doc, 0), "Plan");
     cr_assert(top != NULL, "no Plan in %s", text);
-    rows = events_rows_read(top, state, text);
-    cr_log_info("%s: the health sample read %lld outbox rows", state, rows);
+    rows = rows_read(top, "events", state, text);
+    letters = rows_read(top, "dead_letters", state, text);
+    cr_log_info("%s: the health sample read %lld outbox rows, %lld dead letters", state, rows,
+                letters);
     cr_assert_leq(rows, max_rows, "%s: the health sample read %lld outbox rows (<= %lld): %s",
                   state, rows, max_rows, text);
+    cr_assert_leq(letters, max_letters,
+                  "%s: the health sample read %lld dead letters (<= %lld): %s", state, letters,
+                  max_letters, text);
     json_decref(doc);
     free(text);
 }
 
 /* The health sample's bound: its look at the head of the due order, and one row past leases. */
 enum { HEALTH_HEAD = 20000, HEALTH_ROWS = HEALTH_HEAD + 2 * LIMIT + 1 };
+
+/* The sample in a state with no dead letters. */
+static void
+expect_bounded_health(const char *state, long long max_rows)
+{
+    expect_bounded_reads(state, max_rows, 0);
+}
 
 /* Leases once for real, and the batch is full: the plan found what is due. */
 static void
@@ -429,4 +442,22 @@ Test(lease_plan, health_sample_of_a_long_backlog_finds_the_leases_at_its_head)
     expect_bounded_health("long backlog, leases at its head", HEALTH_ROWS);
     obx_lease_fini(&running);
     obx_lease_fini(&expired);
+}
+
+Test(lease_plan, health_sample_counts_waiting_dead_letters_without_reading_their_history)
+{
+    /* 50,000 dead letters requeued long ago (kept as history) and 3 waiting: the sample
+     * counts the 3, reading those only. It read the whole table before. */
+    struct obx_store_health h;
+    outbox_error err;
+
+    harness_exec(conn, "INSERT INTO outbox.dead_letters (event_id, handler, reason, requeued_at) "
+                       "SELECT gen_random_uuid(), CASE WHEN g % 2 = 0 THEN '' ELSE 'h' END, "
+                       "'failed', now() - interval '1 day' FROM generate_series(1, 50000) AS g");
+    harness_exec(conn, "INSERT INTO outbox.dead_letters (event_id, handler, reason) "
+                       "SELECT gen_random_uuid(), '', 'failed' FROM generate_series(1, 3)");
+    harness_exec(conn, "ANALYZE outbox.dead_letters");
+    cr_assert_eq(obx_store_health(store, &h, &err), OUTBOX_OK, "%s", err.message);
+    cr_assert_eq(h.dead_letters, 3, "the relay's waiting dead letters: %lld", h.dead_letters);
+    expect_bounded_reads("dead-letter history", 0, 3);
 }
