@@ -99,21 +99,13 @@ obx_store_health_plan(struct obx_store *store, int analyze, char **json, outbox_
 {
     struct obx_buf args;
     outbox_status status;
-    char *schema;
 
     obx_error_reset(err);
     *json = NULL;
-    status = obx_pg_session_require(&store->pg, err);
-    if (status != OUTBOX_OK) {
-        return status;
-    }
-    schema = PQescapeLiteral(store->pg.conn, store->schema, strlen(store->schema));
-    if (schema == NULL) {
-        return obx_fail(err, OUTBOX_ENOMEM, "health plan: out of memory");
-    }
+    /* The schema's name passed outbox_schema_name_check() when the store opened (its
+     * statements are rendered with it): [a-z_][a-z0-9_]*, nothing to escape in a literal. */
     obx_buf_init(&args);
-    obx_buf_appendf(&args, "(%s)", schema);
-    PQfreemem(schema);
+    obx_buf_appendf(&args, "('%s')", store->schema);
     status = obx_buf_failed(&args)
                  ? obx_fail(err, OUTBOX_ENOMEM, "health plan: out of memory")
                  : plan(store, OBX_STORE_HEALTH, 1, args.data, analyze, json, err);
