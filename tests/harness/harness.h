@@ -245,6 +245,24 @@ void harness_proxy_pause(struct harness_proxy *px);
 void harness_proxy_resume(struct harness_proxy *px);
 void harness_proxy_stop(struct harness_proxy *px);
 
+/* ---- pooler -------------------------------------------------------------------------- */
+
+/* Debian's PgBouncer on 127.0.0.1, in front of a PostgreSQL on loopback (trust auth). */
+struct harness_pgbouncer {
+    struct harness_proc proc;
+    int port;        /* where clients connect */
+    int target_port; /* the PostgreSQL behind it */
+    char dir[512];   /* its config, user list and log (pgbouncer.log) */
+};
+
+/*
+ * Starts PgBouncer with `pool_mode` ("session", "transaction" or "statement")
+ * forwarding every database to 127.0.0.1:target_port; returns its port once
+ * it accepts connections. As root it runs as postgres (it refuses root).
+ */
+int harness_pgbouncer_start(struct harness_pgbouncer *pb, int target_port, const char *pool_mode);
+void harness_pgbouncer_stop(struct harness_pgbouncer *pb);
+
 /* ---- diagnostics --------------------------------------------------------------------- */
 
 /*

@@ -72,24 +72,50 @@ check_schema(struct obx_doctor *d)
     return 1;
 }
 
+/*
+ * A pooler in transaction mode: relays that LISTEN (the default) miss their
+ * wake-ups behind it, so it is an error until OUTBOX_LISTEN=0; with polling
+ * it is a warning, since migrations and the fleet's session lock still
+ * need a direct or session-mode connection.
+ */
+static void
+report_pooler(struct obx_doctor *d, const struct obx_ctl_session_probe *p)
+{
+    const char *pooler = p->pooler[0] != '\0' ? p->pooler : "a pooler";
+    const char *how = p->backend_shared    ? "a second session ran on this session's server process"
+                      : p->backend_changed ? "two statements of one session ran on different "
+                                             "server processes"
+                                           : "a session setting did not survive to the next "
+                                             "statement";
+
+    if (d->cfg->listen) {
+        obx_doctor_add(d, "pooler", "error",
+                       "set OUTBOX_LISTEN=0 for the relays (they poll instead); run outboxctl "
+                       "migrate through a direct or session-mode connection",
+                       "%s in transaction mode (%s): LISTEN wake-ups cannot pass it and "
+                       "OUTBOX_LISTEN=%lld",
+                       pooler, how, d->cfg->listen);
+        return;
+    }
+    obx_doctor_add(d, "pooler", "warn",
+                   "run outboxctl migrate and fleet relays through a direct or session-mode "
+                   "connection",
+                   "%s in transaction mode (%s); relays poll (OUTBOX_LISTEN=0)", pooler, how);
+}
+
 /* A pooler in transaction mode, and LISTEN/NOTIFY. */
 static void
 check_session(struct obx_doctor *d)
 {
     struct obx_ctl_session_probe p;
     outbox_error err = {0};
-    int heard = 0;
+    int heard = 0, pooled = 0;
 
     if (obx_ctl_probe_session(d->conn, &p, &err) != OUTBOX_OK) {
         obx_doctor_add(d, "pooler", "error", NULL, "session probe failed: %s", err.message);
-    } else if (p.backend_changed || p.setting_lost) {
-        obx_doctor_add(d, "pooler", "error",
-                       "relays: OUTBOX_LISTEN=0; run outboxctl migrate and the daemons through a "
-                       "direct or session-mode connection",
-                       "two statements of one session %s: a transaction-mode pooler; LISTEN, "
-                       "session settings and prepared statements do not work through it",
-                       p.backend_changed ? "ran on different server processes"
-                                         : "lost a session setting");
+    } else if (p.backend_changed || p.setting_lost || p.backend_shared) {
+        pooled = 1;
+        report_pooler(d, &p);
     } else if (p.client_port[0] != '\0' && strcmp(p.client_port, p.server_port) != 0) {
         obx_doctor_add(d, "pooler", "warn",
                        "if it is PgBouncer in transaction mode: OUTBOX_LISTEN=0 for relays, "
@@ -100,7 +126,9 @@ check_session(struct obx_doctor *d)
     } else {
         obx_doctor_add(d, "pooler", "ok", NULL, "direct connection (port %s)", p.server_port);
     }
-    if (obx_ctl_probe_notify(d->conn, NOTIFY_WAIT_MS, &heard, &err) != OUTBOX_OK || !heard) {
+    if (pooled && !d->cfg->listen) {
+        obx_doctor_add(d, "notify", "ok", NULL, "not checked: relays poll (OUTBOX_LISTEN=0)");
+    } else if (obx_ctl_probe_notify(d->conn, NOTIFY_WAIT_MS, &heard, &err) != OUTBOX_OK || !heard) {
         obx_doctor_add(d, "notify", "error",
                        "relays: OUTBOX_LISTEN=0 (they poll, OUTBOX_POLL_MAX_MS); or connect "
                        "without the pooler",

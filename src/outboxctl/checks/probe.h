@@ -3,7 +3,8 @@
  * probe.h - what outboxctl doctor can only learn by using its own session
  * as a client would (probe_pg.c): whether session state survives from one
  * statement to the next (a transaction-mode pooler hands each statement to
- * whichever server connection is free), whether LISTEN hears its own
+ * whichever server connection is free; a second session of ours lands on
+ * the process our first statement just gave back), whether LISTEN hears its own
  * NOTIFY, and how far this host's clock is from the database's.
  */
 #ifndef OBX_CTL_PROBE_H
@@ -18,6 +19,8 @@ struct obx_ctl_session_probe {
     char server_port[16]; /* the port the server listens on */
     int backend_changed;  /* two statements ran on different server processes */
     int setting_lost;     /* a session setting did not survive to the next statement */
+    int backend_shared;   /* a second session's statement ran on this session's process */
+    char pooler[64];      /* "PgBouncer 1.18.0", "PgBouncer" or "" (not identified) */
 };
 
 outbox_status obx_ctl_probe_session(PGconn *conn, struct obx_ctl_session_probe *out,

@@ -32,6 +32,87 @@ one_row(PGconn *conn, const char *sql, outbox_error *err)
     return res;
 }
 
+/*
+ * A second session with this one's parameters, `dbname` replaced when not
+ * NULL (PgBouncer's admin console is the database "pgbouncer"). NULL if it
+ * could not be set up; check PQstatus() otherwise.
+ */
+static PGconn *
+connect_like(PGconn *conn, const char *dbname)
+{
+    PQconninfoOption *opts = PQconninfo(conn);
+    const char *keys[64], *values[64];
+    PGconn *other;
+    int n = 0;
+
+    if (opts == NULL) {
+        return NULL;
+    }
+    for (PQconninfoOption *o = opts; o->keyword != NULL && n < 62; o++) {
+        if (o->val != NULL && o->val[0] != '\0') {
+            keys[n] = o->keyword;
+            values[n] = dbname != NULL && strcmp(o->keyword, "dbname") == 0 ? dbname : o->val;
+            n++;
+        }
+    }
+    keys[n] = values[n] = NULL;
+    other = PQconnectdbParams(keys, values, 0);
+    PQconninfoFree(opts);
+    return other;
+}
+
+/*
+ * Two client sessions never share a server process, unless a pooler in
+ * transaction (or statement) mode hands the process our first statement
+ * gave back to the next client: PgBouncer reuses the most recently freed
+ * one first. This catches a pooler serving one client, where every
+ * statement of ours runs on the same process and keeps its settings.
+ */
+static int
+backend_shared(PGconn *conn, const char *first_pid)
+{
+    PGconn *other = connect_like(conn, NULL);
+    PGresult *res = NULL;
+    int shared = 0;
+
+    if (other != NULL && PQstatus(other) == CONNECTION_OK) {
+        res = PQexec(other, "SELECT pg_backend_pid()");
+        shared = PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1 &&
+                 strcmp(PQgetvalue(res, 0, 0), first_pid) == 0;
+    }
+    PQclear(res);
+    PQfinish(other);
+    return shared;
+}
+
+/*
+ * Names the pooler when it is PgBouncer: its admin console answers SHOW
+ * VERSION to an admin, and "not allowed" to anyone else; PostgreSQL has no
+ * database of that name (or one that cannot say SHOW VERSION).
+ */
+static void
+name_pooler(PGconn *conn, char *name, size_t len)
+{
+    PGconn *admin = connect_like(conn, "pgbouncer");
+    PGresult *res = NULL;
+
+    name[0] = '\0';
+    if (admin == NULL) {
+        return;
+    }
+    if (PQstatus(admin) == CONNECTION_OK) {
+        res = PQexec(admin, "SHOW VERSION");
+        if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1 &&
+            strncmp(PQgetvalue(res, 0, 0), "PgBouncer", 9) == 0) {
+            snprintf(name, len, "%s", PQgetvalue(res, 0, 0));
+        }
+    } else if (strstr(PQerrorMessage(admin), "not allowed") != NULL) {
+        snprintf(name, len, "PgBouncer");
+    }
+    PQclear(res);
+    PQfinish(admin);
+}
+
 outbox_status
 obx_ctl_probe_session(PGconn *conn, struct obx_ctl_session_probe *out, outbox_error *err)
 {
@@ -47,6 +128,7 @@ obx_ctl_probe_session(PGconn *conn, struct obx_ctl_session_probe *out, outbox_er
     if (first == NULL) {
         return err != NULL ? err->code : OUTBOX_EDB;
     }
+    out->backend_shared = backend_shared(conn, PQgetvalue(first, 0, 1));
     second = one_row(conn,
                      "SELECT pg_backend_pid(), "
                      "coalesce(current_setting('outbox.doctor_probe', true), '')",
@@ -61,6 +143,9 @@ obx_ctl_probe_session(PGconn *conn, struct obx_ctl_session_probe *out, outbox_er
     PQclear(second);
     PQclear(first);
     PQclear(PQexec(conn, "RESET outbox.doctor_probe"));
+    if (out->backend_changed || out->setting_lost || out->backend_shared) {
+        name_pooler(conn, out->pooler, sizeof(out->pooler));
+    }
     return OUTBOX_OK;
 }
 

@@ -4,7 +4,10 @@
  * and no error (exit 0); a two-minute duplicate window (shorter than the
  * relay's retry horizon), a workqueue stream, a schema behind this build
  * and a ledger kept shorter than the stream's max_age are errors (exit 1),
- * each with its fix; a connection through a proxy is a pooler warning.
+ * each with its fix; a connection through a proxy is a pooler warning;
+ * PgBouncer in transaction mode is an error named PgBouncer while relays
+ * LISTEN (the default), a warning once OUTBOX_LISTEN=0, and nothing of the
+ * kind in session mode.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -213,4 +216,60 @@ Test(ctl_doctor, a_stream_whose_replicas_differ_from_the_setting_is_reported_wit
               r.out);
     ctl_run_fini(&r);
     relay_env_fini(&env);
+}
+
+/* doctor --json through a PgBouncer in `pool_mode`, with OUTBOX_LISTEN=`listen`; exits `want`. */
+static void
+doctor_via_pgbouncer(const char *pool_mode, const char *listen, int want, struct ctl_run *r)
+{
+    struct harness_pgbouncer pb;
+    struct relay_env env;
+    char *url;
+
+    make_stream("DOC_PB", "docpb", 3600, js_LimitsPolicy);
+    harness_pgbouncer_start(&pb, harness_pg_port(), pool_mode);
+    url = harness_db_url_via(pb.port);
+    relay_env_init(&env, url, harness_nats_url(), "DOC_PB", "docpb");
+    relay_env_set(&env, "OUTBOX_LISTEN", listen);
+    ctl_expect(r, &env, want, (const char *const[]){"doctor", "--json", NULL});
+    harness_pgbouncer_stop(&pb);
+    relay_env_fini(&env);
+    free(url);
+}
+
+Test(ctl_doctor, pgbouncer_in_transaction_mode_is_an_error_naming_it_and_the_setting)
+{
+    struct ctl_run r;
+    json_t *f;
+
+    doctor_via_pgbouncer("transaction", "1", 1, &r);
+    f = finding(&r, "pooler");
+    cr_assert_str_eq(ctl_str(f, "level"), "error", "%s", r.out);
+    cr_assert(strstr(ctl_str(f, "saw"), "PgBouncer") != NULL, "%s", r.out);
+    cr_assert(strstr(ctl_str(f, "saw"), "transaction mode") != NULL, "%s", r.out);
+    cr_assert(strstr(ctl_str(f, "fix"), "OUTBOX_LISTEN=0") != NULL, "%s", r.out);
+    ctl_run_fini(&r);
+}
+
+Test(ctl_doctor, pgbouncer_in_transaction_mode_with_polling_relays_is_a_warning)
+{
+    struct ctl_run r;
+    json_t *f;
+
+    doctor_via_pgbouncer("transaction", "0", 0, &r);
+    f = finding(&r, "pooler");
+    cr_assert_str_eq(ctl_str(f, "level"), "warn", "%s", r.out);
+    cr_assert(strstr(ctl_str(f, "saw"), "PgBouncer") != NULL, "%s", r.out);
+    cr_assert(strstr(ctl_str(f, "fix"), "outboxctl migrate") != NULL, "%s", r.out);
+    ctl_run_fini(&r);
+}
+
+Test(ctl_doctor, pgbouncer_in_session_mode_keeps_the_session)
+{
+    struct ctl_run r;
+
+    doctor_via_pgbouncer("session", "1", 0, &r);
+    expect_level(&r, "pooler", "warn"); /* another port: something is in between */
+    expect_level(&r, "notify", "ok");
+    ctl_run_fini(&r);
 }
