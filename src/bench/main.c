@@ -42,12 +42,13 @@ usage(FILE *out)
 static int
 parse_args(int argc, char **argv, struct obx_bench_env *env)
 {
-    for (int i = 2; i < argc; i++) {
-        const char *value = i + 1 < argc ? argv[i + 1] : NULL;
+    if (argc % 2 != 0) {
+        return -1; /* a flag without its value */
+    }
+    for (int i = 2; i < argc; i += 2) {
+        const char *value = argv[i + 1];
 
-        if (value == NULL) {
-            return -1;
-        } else if (strcmp(argv[i], "--seconds") == 0) {
+        if (strcmp(argv[i], "--seconds") == 0) {
             env->seconds = strtod(value, NULL);
         } else if (strcmp(argv[i], "--rounds") == 0) {
             env->rounds = (int)strtol(value, NULL, 10);
@@ -70,7 +71,6 @@ parse_args(int argc, char **argv, struct obx_bench_env *env)
         } else {
             return -1;
         }
-        i++;
     }
     return env->seconds > 0 && env->rounds > 0 && env->rounds <= OBX_BENCH_MAX_ROUNDS &&
                    env->clients > 0 && env->clients <= OBX_BENCH_MAX_CLIENTS && env->events > 0 &&

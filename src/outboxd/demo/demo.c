@@ -24,12 +24,13 @@
 static int
 parse_demo_args(int argc, char **argv, struct obx_demo_options *o)
 {
-    for (int i = 0; i < argc; i++) {
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (argc % 2 != 0) {
+        return -1; /* a flag without its value */
+    }
+    for (int i = 0; i < argc; i += 2) {
+        const char *v = argv[i + 1];
 
-        if (v == NULL) {
-            return -1;
-        } else if (strcmp(argv[i], "--seconds") == 0) {
+        if (strcmp(argv[i], "--seconds") == 0) {
             o->seconds = strtod(v, NULL);
         } else if (strcmp(argv[i], "--rate") == 0) {
             o->rate = (int)strtol(v, NULL, 10);
@@ -40,7 +41,6 @@ parse_demo_args(int argc, char **argv, struct obx_demo_options *o)
         } else {
             return -1;
         }
-        i++;
     }
     return o->seconds > 0 && o->seconds <= 3600 && o->rate >= 1 && o->rate <= 100000 &&
                    o->writers >= 1 && o->writers <= 32 && o->relays >= 1 &&
