@@ -21,7 +21,8 @@ static const struct {
     {"trace", obx_ctl_trace,
      "EVENT_ID: its outbox row, stream message, ledger rows and dead letters [--json]"},
     {"dead", obx_ctl_dead,
-     "list|requeue|purge [filters] [--dry-run] [--json]: dead letters of handlers and the relay"},
+     "list|requeue|purge [filters|--all] [--dry-run] [--json]: dead letters of handlers and the "
+     "relay"},
     {"replay", obx_ctl_replay,
      "[filters] [--dry-run] [--json]: publish retained (done) rows again under their own id"},
     {"audit", obx_ctl_audit,
@@ -55,6 +56,8 @@ usage(FILE *out)
           "  --reason-like PATTERN        a LIKE pattern on the dead letter's reason\n"
           "  --id EVENT_ID                repeatable\n"
           "  --limit N\n"
+          "  --all                        what dead requeue|purge need instead of a filter to act\n"
+          "                               on every dead letter\n"
           "\n"
           "--json prints one JSON object per line; --dry-run prints what would change and changes\n"
           "nothing. Exit codes: 0 all is well, 1 found or did something to act on (or a server\n"
