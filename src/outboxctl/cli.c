@@ -47,6 +47,7 @@ static const struct option options[] = {
     {"print", OBX_CTL_OPT_PRINT, 0},
     {"data-subject", OBX_CTL_OPT_DATA_SUBJECT, 1},
     {"scan-stream", OBX_CTL_OPT_SCAN_STREAM, 0},
+    {"all", OBX_CTL_OPT_ALL, 0},
 };
 
 /* Prints "outboxctl VERB: <message> (see outboxctl --help)"; returns the exit code 2. */
@@ -217,8 +218,9 @@ take_value(const char *verb, const char *name, const char *v, struct obx_ctl_arg
 static void
 take_switch(const char *name, struct obx_ctl_args *a)
 {
-    int *slots[] = {&a->json, &a->dry_run, &a->relay, &a->repair, &a->print, &a->scan_stream};
-    const char *names[] = {"json", "dry-run", "relay", "repair", "print", "scan-stream"};
+    int *slots[] = {&a->json,  &a->dry_run, &a->relay,      &a->repair,
+                    &a->print, &a->all,     &a->scan_stream};
+    const char *names[] = {"json", "dry-run", "relay", "repair", "print", "all", "scan-stream"};
 
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
         if (strcmp(name, names[i]) == 0) {
@@ -327,4 +329,19 @@ obx_ctl_args_filtered(const struct obx_ctl_args *a)
 {
     return a->relay || a->handler || a->event_type || a->aggregate_type || a->aggregate_id ||
            a->since || a->until || a->reason_like || a->id_count > 0;
+}
+
+int
+obx_ctl_args_require_scope(const char *verb, const char *rows, const struct obx_ctl_args *a)
+{
+    if (a->all && obx_ctl_args_filtered(a)) {
+        return usage_error(verb, "--all and a filter exclude each other: give one of them");
+    }
+    if (!a->all && !obx_ctl_args_filtered(a)) {
+        return usage_error(verb,
+                           "with no filter it would act on every %s: give a filter (--id, "
+                           "--event-type, --since, ...) or --all",
+                           rows);
+    }
+    return 0;
 }

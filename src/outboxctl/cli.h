@@ -29,6 +29,7 @@ enum obx_ctl_opt {
     OBX_CTL_OPT_PRINT = 1 << 10,        /* --print */
     OBX_CTL_OPT_DATA_SUBJECT = 1 << 11, /* --data-subject S (required where taken) */
     OBX_CTL_OPT_SCAN_STREAM = 1 << 12,  /* --scan-stream */
+    OBX_CTL_OPT_ALL = 1 << 13,          /* --all: every row, no filter (see require_scope) */
 };
 
 /* Every filter a row-listing verb takes. */
@@ -53,7 +54,7 @@ enum obx_ctl_filter_param {
 enum { OBX_CTL_MAX_IDS = 1000, OBX_CTL_MAX_POSITIONAL = 2 };
 
 struct obx_ctl_args {
-    int json, dry_run, repair, print, scan_stream;
+    int json, dry_run, repair, print, scan_stream, all;
     int relay; /* --relay: the relay's own dead letters (handler '') */
     const char *handler, *event_type, *aggregate_type, *aggregate_id;
     const char *since, *until, *reason_like, *data_subject; /* borrowed from argv */
@@ -79,6 +80,16 @@ void obx_ctl_filter_params(const struct obx_ctl_args *a, const char *params[OBX_
 
 /* True if any filter (other than --limit) was given. */
 int obx_ctl_args_filtered(const struct obx_ctl_args *a);
+
+/*
+ * For a verb that changes every row its filters choose (`dead requeue`,
+ * `quarantine purge`, ...): a run with no filter would act on every row
+ * of every handler, so it takes a filter or --all, not both (--limit is
+ * no filter: it only caps the count). `rows` names them for the message
+ * ("dead letter of every handler"). Returns 0, or prints which to give
+ * and returns 2.
+ */
+int obx_ctl_args_require_scope(const char *verb, const char *rows, const struct obx_ctl_args *a);
 
 /* True if `text` is an ISO 8601 date or date-time (the forms --since takes). */
 int obx_ctl_time_valid(const char *text);

@@ -67,8 +67,9 @@ print_text(const char *schema, json_t *d)
            obx_ctl_text(d, "backing_off", b, 64));
     printf("  leased    %s (%s with the lease run out)\n", obx_ctl_text(d, "leased", a, 64),
            obx_ctl_text(d, "expired_leases", b, 64));
-    printf("  done      %s\n  dead      %s\n  invalid   %s\n", obx_ctl_text(d, "done", a, 64),
-           obx_ctl_text(d, "dead", b, 64), obx_ctl_text(d, "invalid", c, 64));
+    printf("  done      %s\n  dead      %s\n  invalid   %s%s\n", obx_ctl_text(d, "done", a, 64),
+           obx_ctl_text(d, "dead", b, 64), obx_ctl_text(d, "invalid", c, 64),
+           obx_ctl_int(d, "invalid") > 0 ? " (quarantined: outboxctl quarantine list)" : "");
     printf("  oldest due row             %.1f s\n",
            json_number_value(json_object_get(d, "oldest_pending_age_s")));
     printf("  lease expiries (unfinished rows)  %s\n", obx_ctl_text(d, "lease_expiries", a, 64));

@@ -34,6 +34,7 @@ int obx_ctl_dead(const struct obx_config *cfg, int argc, char **argv);
 int obx_ctl_replay(const struct obx_config *cfg, int argc, char **argv);
 int obx_ctl_audit(const struct obx_config *cfg, int argc, char **argv);
 int obx_ctl_validate(const struct obx_config *cfg, int argc, char **argv);
+int obx_ctl_quarantine(const struct obx_config *cfg, int argc, char **argv);
 int obx_ctl_export(const struct obx_config *cfg, int argc, char **argv);
 int obx_ctl_erase(const struct obx_config *cfg, int argc, char **argv);
 int obx_ctl_subjects(const struct obx_config *cfg, int argc, char **argv);

@@ -21,13 +21,16 @@ static const struct {
     {"trace", obx_ctl_trace,
      "EVENT_ID: its outbox row, stream message, ledger rows and dead letters [--json]"},
     {"dead", obx_ctl_dead,
-     "list|requeue|purge [filters] [--dry-run] [--json]: dead letters of handlers and the relay"},
+     "list|requeue|purge [filters|--all] [--dry-run] [--json]: dead letters of handlers and the "
+     "relay"},
     {"replay", obx_ctl_replay,
      "[filters] [--dry-run] [--json]: publish retained (done) rows again under their own id"},
     {"audit", obx_ctl_audit,
      "[--since TIME] [--repair] [--json]: retained rows missing from the stream (exit 1)"},
     {"validate", obx_ctl_validate,
      "[filters] [--json]: pending rows the relay would quarantine today (exit 1)"},
+    {"quarantine", obx_ctl_quarantine,
+     "list|release|purge [filters|--all] [--dry-run] [--json]: rows the relay quarantined"},
     {"export", obx_ctl_export,
      "--data-subject S: the subject's events, retained rows and dead letters as JSON lines"},
     {"erase", obx_ctl_erase,
@@ -45,16 +48,19 @@ usage(FILE *out)
 {
     fputs("usage: outboxctl <verb> [args] [--setting value ...]\n\nverbs:\n", out);
     for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++) {
-        fprintf(out, "  %-9s %s\n", verbs[i].name, verbs[i].help);
+        fprintf(out, "  %-10s %s\n", verbs[i].name, verbs[i].help);
     }
-    fputs("\nfilters (dead, replay, validate; each verb refuses the ones it does not take):\n"
+    fputs("\nfilters (dead, quarantine, replay, validate; each verb refuses the ones it does not "
+          "take):\n"
           "  --handler NAME | --relay   a handler's dead letters, or the relay's own\n"
           "  --event-type T  --aggregate-type A  --aggregate-id UUID\n"
           "  --since TIME  --until TIME   ISO 8601 (2026-11-29, 2026-11-29T09:41:56Z), database "
           "time\n"
-          "  --reason-like PATTERN        a LIKE pattern on the dead letter's reason\n"
+          "  --reason-like PATTERN        a LIKE pattern on the dead letter's or row's reason\n"
           "  --id EVENT_ID                repeatable\n"
           "  --limit N\n"
+          "  --all                        what dead requeue|purge and quarantine release|purge\n"
+          "                               need instead of a filter to act on every row\n"
           "\n"
           "--json prints one JSON object per line; --dry-run prints what would change and changes\n"
           "nothing. Exit codes: 0 all is well, 1 found or did something to act on (or a server\n"

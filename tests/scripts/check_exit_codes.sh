@@ -38,6 +38,10 @@ expect 2 '--since "yesterday" is not an ISO 8601 time' -- OUTBOX_DATABASE_URL=po
 expect 2 '--id "42" is not a UUID' -- OUTBOX_DATABASE_URL=postgres://unused -- "$outboxctl" dead requeue --id 42
 expect 2 '--limit "0" must be a whole number' -- OUTBOX_DATABASE_URL=postgres://unused -- "$outboxctl" dead purge --limit 0
 expect 2 '"bury" is not list, requeue or purge' -- OUTBOX_DATABASE_URL=postgres://unused -- "$outboxctl" dead bury
+expect 2 'give a filter' -- OUTBOX_DATABASE_URL=postgres://unused -- "$outboxctl" dead purge
+expect 2 'give a filter' -- OUTBOX_DATABASE_URL=postgres://unused -- "$outboxctl" dead requeue --dry-run
+expect 2 'give a filter' -- OUTBOX_DATABASE_URL=postgres://unused -- "$outboxctl" quarantine purge --limit 5
+expect 2 '"bury" is not list, release or purge' -- OUTBOX_DATABASE_URL=postgres://unused -- "$outboxctl" quarantine bury
 expect 2 '--repair is not an option of this verb' -- OUTBOX_DATABASE_URL=postgres://unused -- "$outboxctl" trace 0190a3b2-1c2d-7e3f-8a9b-0c1d2e3f4a5b --repair
 expect 2 'EVENT_ID "nope" is not a UUID' -- OUTBOX_DATABASE_URL=postgres://unused -- "$outboxctl" trace nope
 expect 2 'takes one positional argument' -- OUTBOX_DATABASE_URL=postgres://unused -- "$outboxctl" trace
@@ -47,7 +51,7 @@ expect 2 '--data-subject is required' -- OUTBOX_DATABASE_URL=postgres://unused -
 expect 2 'must be 1 to 256 bytes without control characters' -- OUTBOX_DATABASE_URL=postgres://unused -- "$outboxctl" export --data-subject ''
 expect 2 '--print is not an option of this verb' -- OUTBOX_DATABASE_URL=postgres://unused -- "$outboxctl" doctor --print
 # --help names every verb.
-for verb in migrate status trace dead replay audit validate export erase subjects doctor roles; do
+for verb in migrate status trace dead replay audit validate quarantine export erase subjects doctor roles; do
   expect 0 "  $verb " -- -- "$outboxctl" --help
 done
 exit $((failures > 0))

@@ -15,6 +15,10 @@
  *
  * --dry-run runs the same statement and rolls it back: what it prints is
  * what a real run would change, and nothing is changed or published.
+ *
+ * requeue and purge take a filter or --all: with neither they would act
+ * on every dead letter of every handler, which a forgotten --handler must
+ * not do (exit 2, nothing reached).
  */
 #include <jansson.h>
 #include <stdio.h>
@@ -320,9 +324,9 @@ obx_ctl_dead(const struct obx_config *cfg, int argc, char **argv)
     struct obx_ctl_args args;
     struct dead_run r = {.cfg = cfg, .args = &args};
     const char *sub;
-    int code =
-        obx_ctl_args_parse("dead", OBX_CTL_OPT_JSON | OBX_CTL_OPT_DRY_RUN | OBX_CTL_OPT_FILTERS, 1,
-                           1, argc, argv, &args);
+    int code = obx_ctl_args_parse(
+        "dead", OBX_CTL_OPT_JSON | OBX_CTL_OPT_DRY_RUN | OBX_CTL_OPT_ALL | OBX_CTL_OPT_FILTERS, 1,
+        1, argc, argv, &args);
 
     sub = args.positional[0];
     if (code == 0 && strcmp(sub, "list") != 0 && strcmp(sub, "requeue") != 0 &&
@@ -330,9 +334,14 @@ obx_ctl_dead(const struct obx_config *cfg, int argc, char **argv)
         fprintf(stderr, "outboxctl dead: \"%.40s\" is not list, requeue or purge\n", sub);
         code = 2;
     }
-    if (code == 0 && args.dry_run && strcmp(sub, "list") == 0) {
-        fprintf(stderr, "outboxctl dead list: --dry-run is for requeue and purge\n");
+    if (code == 0 && (args.dry_run || args.all) && strcmp(sub, "list") == 0) {
+        fprintf(stderr, "outboxctl dead list: --%s is for requeue and purge\n",
+                args.dry_run ? "dry-run" : "all");
         code = 2;
+    }
+    if (code == 0 && strcmp(sub, "list") != 0) {
+        code = obx_ctl_args_require_scope(sub[0] == 'p' ? "dead purge" : "dead requeue",
+                                          "dead letter of every handler", &args);
     }
     if (code == 0) {
         code = obx_ctl_connect(cfg, &r.conn);

@@ -9,8 +9,10 @@
  * the handler that was done, attempts back to zero, the requeue recorded.
  * --dry-run shows the same rows and changes nothing. The relay's own dead
  * letters (--relay) are published again, or made due again for the DB
- * feed. purge deletes dead letters, never events. The effects table has no
- * unique constraint: a handler that ran twice leaves two rows to count.
+ * feed. purge deletes dead letters, never events. requeue and purge with
+ * no filter are refused (exit 2, nothing changed) unless given --all. The
+ * effects table has no unique constraint: a handler that ran twice leaves
+ * two rows to count.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -114,7 +116,7 @@ requeue_runs_each_dead_letter_exactly_once_more(const char *bus)
 
     /* A dry run names all six and changes nothing. */
     ctl_expect(&r, &g.env, 0,
-               (const char *const[]){"dead", "requeue", "--dry-run", "--json", NULL});
+               (const char *const[]){"dead", "requeue", "--all", "--dry-run", "--json", NULL});
     cr_assert_eq(ctl_count(&r, "would_requeue"), 6);
     ctl_run_fini(&r);
     cr_assert_eq(count_of("SELECT count(*) FROM outbox.dead_letters WHERE requeued_at IS NULL"), 6);
@@ -148,7 +150,7 @@ requeue_runs_each_dead_letter_exactly_once_more(const char *bus)
                  6);
 
     /* Nothing waits any more; purge removes dead letters and leaves events alone. */
-    ctl_expect(&r, &g.env, 0, (const char *const[]){"dead", "requeue", "--json", NULL});
+    ctl_expect(&r, &g.env, 0, (const char *const[]){"dead", "requeue", "--all", "--json", NULL});
     cr_assert_eq(ctl_count(&r, "requeued"), 0);
     ctl_run_fini(&r);
     ctl_expect(&r, &g.env, 0,
@@ -156,7 +158,7 @@ requeue_runs_each_dead_letter_exactly_once_more(const char *bus)
     cr_assert(strstr(r.out, "would purge 3 dead letters") != NULL, "%s", r.out);
     ctl_run_fini(&r);
     cr_assert_eq(count_of("SELECT count(*) FROM outbox.dead_letters"), 6);
-    ctl_expect(&r, &g.env, 0, (const char *const[]){"dead", "purge", "--json", NULL});
+    ctl_expect(&r, &g.env, 0, (const char *const[]){"dead", "purge", "--all", "--json", NULL});
     cr_assert_eq(ctl_count(&r, "purged"), 6);
     ctl_run_fini(&r);
     cr_assert_eq(count_of("SELECT count(*) FROM outbox.dead_letters"), 0);
@@ -256,5 +258,56 @@ Test(ctl_dead, bad_filters_are_refused_by_name_before_any_server_is_reached)
     ctl_expect(&r, &env, 2,
                (const char *const[]){"dead", "list", "--relay", "--handler", "h", NULL});
     ctl_run_fini(&r);
+    relay_env_fini(&env);
+}
+
+/* Dead letters of two handlers and the relay, written directly (their events need not exist). */
+static void
+insert_dead_letters(void)
+{
+    harness_exec(conn, "INSERT INTO outbox.dead_letters (event_id, handler, reason, attempts) "
+                       "SELECT gen_random_uuid(), h, 'broken', 3 FROM unnest(ARRAY['billing', "
+                       "'mailer', '']) AS h, generate_series(1, 2)");
+}
+
+Test(ctl_dead, purge_and_requeue_without_a_filter_are_refused_unless_given_all)
+{
+    struct relay_env env;
+    struct ctl_run r;
+    const char *const verbs[] = {"purge", "requeue"};
+
+    insert_dead_letters();
+    relay_test_env(&env, "DEAD_ALL", "deadall");
+    for (int i = 0; i < 2; i++) {
+        ctl_expect(&r, &env, 2, (const char *const[]){"dead", verbs[i], "--json", NULL});
+        cr_assert(strstr(r.out, "give a filter") != NULL && strstr(r.out, "--all") != NULL, "%s",
+                  r.out);
+        ctl_run_fini(&r);
+        /* --limit caps a run, it chooses nothing: still refused. */
+        ctl_expect(&r, &env, 2, (const char *const[]){"dead", verbs[i], "--limit", "1", NULL});
+        ctl_run_fini(&r);
+        ctl_expect(&r, &env, 2,
+                   (const char *const[]){"dead", verbs[i], "--all", "--handler", "billing", NULL});
+        cr_assert(strstr(r.out, "--all and a filter exclude each other") != NULL, "%s", r.out);
+        ctl_run_fini(&r);
+    }
+    cr_assert_eq(count_of("SELECT count(*) FROM outbox.dead_letters WHERE requeued_at IS NULL"), 6,
+                 "a refused run changes nothing");
+    ctl_expect(&r, &env, 2, (const char *const[]){"dead", "list", "--all", NULL});
+    ctl_run_fini(&r);
+
+    /* A filter, then --all. */
+    ctl_expect(&r, &env, 0,
+               (const char *const[]){"dead", "purge", "--handler", "billing", "--json", NULL});
+    cr_assert_eq(ctl_count(&r, "purged"), 2, "%s", r.out);
+    ctl_run_fini(&r);
+    ctl_expect(&r, &env, 0, (const char *const[]){"dead", "purge", "--all", "--dry-run", NULL});
+    cr_assert(strstr(r.out, "would purge 4 dead letters") != NULL, "%s", r.out);
+    ctl_run_fini(&r);
+    cr_assert_eq(count_of("SELECT count(*) FROM outbox.dead_letters"), 4);
+    ctl_expect(&r, &env, 0, (const char *const[]){"dead", "purge", "--all", "--json", NULL});
+    cr_assert_eq(ctl_count(&r, "purged"), 4, "%s", r.out);
+    ctl_run_fini(&r);
+    cr_assert_eq(count_of("SELECT count(*) FROM outbox.dead_letters"), 0);
     relay_env_fini(&env);
 }

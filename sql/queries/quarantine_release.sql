@@ -1,0 +1,13 @@
+-- quarantine_release: quarantined rows that pass the relay's check again
+-- become pending, due now, with their counts and lease cleared and the
+-- reason gone, for outboxctl quarantine release. $1: ids (uuid[]); $2: the
+-- digest of each envelope as checked (text[], same order): a row whose
+-- envelope changed since, or that is no longer quarantined, is left alone.
+-- No event column is written, so the table's row trigger does not run: the
+-- caller has just checked the envelope with the relay's own code.
+UPDATE /*schema*/events AS e
+   SET status = 'pending', attempts = 0, lease_expiries = 0, next_attempt_at = now(),
+       last_error = NULL, leased_until = NULL, lease_token = NULL, published_at = NULL
+  FROM unnest($1::uuid[], $2::text[]) AS r(id, digest)
+ WHERE e.id = r.id AND e.status = 'invalid' AND md5(e.envelope::text) = r.digest
+RETURNING e.id::text AS id
