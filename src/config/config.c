@@ -272,6 +272,13 @@ obx_config_load(struct obx_config *cfg, int argc, char **argv, int *rest, outbox
     if (st == OUTBOX_OK) {
         st = obx_config_load_args(cfg, argc, argv, rest, err);
     }
+    /* One without the other fails only when NATS is first reached: refuse it now. */
+    if (st == OUTBOX_OK && (cfg->nats_tls_cert == NULL) != (cfg->nats_tls_key == NULL)) {
+        st = obx_fail(err, OUTBOX_EINVAL,
+                      "OUTBOX_NATS_TLS_CERT and OUTBOX_NATS_TLS_KEY must be set together (%s is "
+                      "not set)",
+                      cfg->nats_tls_cert == NULL ? "OUTBOX_NATS_TLS_CERT" : "OUTBOX_NATS_TLS_KEY");
+    }
     return st;
 }
 

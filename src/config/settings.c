@@ -139,7 +139,8 @@ enum {
 /* A CHOICE's values are in the order of the public enum they stand for. */
 const struct obx_setting obx_settings[] = {
     STR("OUTBOX_DATABASE_URL", database_url, R | C, NULL, obx_conninfo_check,
-        "PostgreSQL connection (libpq URL or key=value); the demo and bench start one if unset"),
+        "PostgreSQL connection (libpq URL or key=value, checked at start as libpq would when "
+        "connecting); the demo and bench start one if unset"),
     STR("OUTBOX_NATS_URL", nats_url, R | C, "nats://127.0.0.1:4222", obx_nats_url_check,
         "NATS server URL(s), comma-separated (every node of a cluster); tls:// for TLS"),
     CHOICE("OUTBOX_BUS", bus, R | C, "jetstream", "jetstream|nats-core|db",
@@ -192,7 +193,8 @@ const struct obx_setting obx_settings[] = {
     INT("OUTBOX_MAX_ENVELOPE_BYTES", max_envelope_bytes, W, "524288", 1024, 67108864,
         "envelope size limit of the C writer (and the demo's writers)"),
     STR("OUTBOX_CONSUMER_NAME", consumer_name, C, "outbox", consumer_name_check,
-        "durable JetStream consumer shared by consumer replicas (one per consumer group)"),
+        "durable JetStream consumer shared by consumer replicas (one per consumer group); 1-64 of "
+        "[A-Za-z0-9_-]"),
     INT("OUTBOX_ACK_WAIT_SECONDS", ack_wait_seconds, C, "60", 1, 86400,
         "JetStream ack_wait: an unsettled message is redelivered after it"),
     INT("OUTBOX_MAX_DELIVER", max_deliver, C, "-1", -1, 1000000000,
@@ -200,18 +202,19 @@ const struct obx_setting obx_settings[] = {
     INT("OUTBOX_HANDLER_TIMEOUT_SECONDS", handler_timeout_seconds, P, "300", 1, 86400,
         "an exec: handler running longer is killed and counts as failed"),
     STR("OUTBOX_CE_SOURCE", ce_source, R, "pgoutbox", ce_source_check,
-        "CloudEvents ce-source header"),
+        "CloudEvents ce-source header: a URI-reference, no blanks or control characters"),
     STR("OUTBOX_NATS_CREDS", nats_creds, R | C, NULL, readable_file_check,
-        "NATS credentials file (.creds)"),
+        "NATS credentials file (.creds); must be readable at start"),
     STR("OUTBOX_NATS_TLS_CA", nats_tls_ca, R | C, NULL, readable_file_check,
-        "CA file to verify the NATS server"),
+        "CA file to verify the NATS server; must be readable at start"),
     STR("OUTBOX_NATS_TLS_CERT", nats_tls_cert, R | C, NULL, readable_file_check,
-        "client certificate for NATS TLS"),
+        "client certificate for NATS TLS; must be readable at start"),
     STR("OUTBOX_NATS_TLS_KEY", nats_tls_key, R | C, NULL, readable_file_check,
-        "client key for NATS TLS"),
+        "client key for NATS TLS; must be readable at start"),
     CHOICE("OUTBOX_LOG_LEVEL", log_level, P, "info", "debug|info|warn|error", "least level logged"),
     STR("OUTBOX_NAME", name, R | C, NULL, replica_name_check,
-        "replica name in logs and server views; default host-pid"),
+        "replica name in logs and server views, 1-255 printable ASCII without blanks, quotes, "
+        "backslashes or =; default host-pid"),
     STR("OUTBOX_FLEET_FILE", fleet_file, P, NULL, NULL,
         "relay: serve every database listed in this file (NAME URL [schema=] [stream=] "
         "[subject_prefix=]); unset: the one OUTBOX_DATABASE_URL"),

@@ -70,6 +70,7 @@ expect 2 'OUTBOX_NATS_TLS_CERT="/": is not a regular file' -- "$db" OUTBOX_NATS_
 expect 2 'OUTBOX_CE_SOURCE="svc\r\nx"' -- "$db" "OUTBOX_CE_SOURCE=svc"$'\r\n'"x" -- "$outboxd" relay
 expect 2 'OUTBOX_CONSUMER_NAME="ccc' -- "$db" "OUTBOX_CONSUMER_NAME=$long_name" -- "$outboxd" consume --handler 'a=sql:SELECT 1'
 expect 2 'OUTBOX_NAME="r1\nlevel=error forged"' -- "$db" "OUTBOX_NAME=r1"$'\n'"level=error forged" -- "$outboxd" relay
+expect 2 'OUTBOX_NATS_TLS_CERT and OUTBOX_NATS_TLS_KEY must be set together (OUTBOX_NATS_TLS_KEY is not set)' -- "$db" "OUTBOX_NATS_TLS_CERT=$0" -- "$outboxd" relay
 # A fleet file line with a password in key=value words: refused, masked.
 fleet=$(mktemp)
 trap 'rm -f "$fleet"' EXIT
