@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "common/error.h"
+#include "common/secret.h"
 
 #include "common/banned.h" /* last: poisons unsafe functions */
 
@@ -43,17 +44,32 @@ static outbox_status
 set_number(struct obx_config *cfg, const struct obx_setting *s, const char *as, const char *text,
            outbox_error *err)
 {
-    char *end = NULL;
+    char *end = NULL, shown[200];
     long long n;
 
     errno = 0;
     n = strtoll(text, &end, 10);
     if (errno != 0 || end == text || *end != '\0' || n < s->min || n > s->max) {
-        return obx_fail(err, OUTBOX_EINVAL, "%s=\"%.80s\" must be a whole number from %lld to %lld",
-                        as, text, s->min, s->max);
+        obx_mask_quote(text, shown, sizeof(shown));
+        return obx_fail(err, OUTBOX_EINVAL, "%s=%s must be a whole number from %lld to %lld", as,
+                        shown, s->min, s->max);
     }
     *int_slot(cfg, s) = n;
     return OUTBOX_OK;
+}
+
+/*
+ * A value its row's check refused: named by `as` and shown masked, with the
+ * check's reason (masked too: a check may quote the value).
+ */
+static outbox_status
+refuse_checked(const char *as, const char *text, const outbox_error *why, outbox_error *err)
+{
+    char shown[200], reason[400];
+
+    obx_mask_quote(text, shown, sizeof(shown));
+    obx_mask_echo(why->message, text, reason, sizeof(reason));
+    return obx_fail(err, OUTBOX_EINVAL, "%s=%s: %s", as, shown, reason);
 }
 
 /* NULL text unsets a string (only a string has no value). */
@@ -61,7 +77,8 @@ static outbox_status
 set_value(struct obx_config *cfg, const struct obx_setting *s, const char *as, const char *text,
           outbox_error *err)
 {
-    char *copy;
+    outbox_error why = {0};
+    char *copy, shown[200];
     int index;
 
     if (text == NULL && s->type != OBX_SETTING_STR) {
@@ -73,15 +90,16 @@ set_value(struct obx_config *cfg, const struct obx_setting *s, const char *as, c
     case OBX_SETTING_CHOICE:
         index = obx_setting_choice_index(s, text);
         if (index < 0) {
-            return obx_fail(err, OUTBOX_EINVAL, "%s=\"%.80s\" is not one of %s", as, text,
-                            s->choices);
+            obx_mask_quote(text, shown, sizeof(shown));
+            return obx_fail(err, OUTBOX_EINVAL, "%s=%s is not one of %s", as, shown, s->choices);
         }
         *choice_slot(cfg, s) = index;
         return OUTBOX_OK;
     case OBX_SETTING_STR:
     default:
-        if (text != NULL && s->check != NULL && s->check(text, err) != OUTBOX_OK) {
-            return OUTBOX_EINVAL;
+        if (text != NULL && s->check != NULL && s->check(text, &why) != OUTBOX_OK) {
+            return why.code == OUTBOX_EINVAL ? refuse_checked(as, text, &why, err)
+                                             : obx_fail(err, why.code, "%s", why.message);
         }
         copy = text != NULL ? strdup(text) : NULL;
         if (text != NULL && copy == NULL) {
@@ -217,7 +235,7 @@ obx_config_load_args(struct obx_config *cfg, int argc, char **argv, int *rest, o
     int kept = 0;
 
     for (int i = 0; i < argc; i++) {
-        const char *arg = argv[i], *eq = strchr(arg, '=');
+        const char *arg = argv[i], *eq = strchr(arg, '='), *value;
         const struct obx_setting *s = NULL;
 
         if (strncmp(arg, "--", 2) == 0) {
@@ -230,8 +248,12 @@ obx_config_load_args(struct obx_config *cfg, int argc, char **argv, int *rest, o
         if (eq == NULL && i + 1 >= argc) {
             return obx_fail(err, OUTBOX_EINVAL, "%s needs a value (%s)", arg, s->env);
         }
+        value = eq ? eq + 1 : argv[++i];
+        if (value[0] == '\0') {
+            continue; /* as an empty variable: not given (README "Settings") */
+        }
         /* Messages name the variable: the flag is the same setting. */
-        if (set_value(cfg, s, s->env, eq ? eq + 1 : argv[++i], err) != OUTBOX_OK) {
+        if (set_value(cfg, s, s->env, value, err) != OUTBOX_OK) {
             return err != NULL ? err->code : OUTBOX_EINVAL;
         }
     }
@@ -249,6 +271,13 @@ obx_config_load(struct obx_config *cfg, int argc, char **argv, int *rest, outbox
     }
     if (st == OUTBOX_OK) {
         st = obx_config_load_args(cfg, argc, argv, rest, err);
+    }
+    /* One without the other fails only when NATS is first reached: refuse it now. */
+    if (st == OUTBOX_OK && (cfg->nats_tls_cert == NULL) != (cfg->nats_tls_key == NULL)) {
+        st = obx_fail(err, OUTBOX_EINVAL,
+                      "OUTBOX_NATS_TLS_CERT and OUTBOX_NATS_TLS_KEY must be set together (%s is "
+                      "not set)",
+                      cfg->nats_tls_cert == NULL ? "OUTBOX_NATS_TLS_CERT" : "OUTBOX_NATS_TLS_KEY");
     }
     return st;
 }

@@ -46,7 +46,11 @@ outbox_status obx_config_set_key(struct obx_config *cfg, const char *key, const 
 void obx_config_text(const struct obx_config *cfg, const struct obx_setting *s, char *out,
                      size_t cap);
 
-/* OUTBOX_<KEY> variables that are set and not empty, for the keys this object takes. */
+/*
+ * OUTBOX_<KEY> variables that are set and not empty, for the keys this
+ * object takes. An empty variable counts as not set, and so does an empty
+ * flag value (--batch-size=): the two spellings of a setting agree.
+ */
 outbox_status obx_config_load_env(struct obx_config *cfg, outbox_error *err);
 
 /*

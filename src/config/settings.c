@@ -9,9 +9,14 @@
 #include "settings.h"
 
 #include <ctype.h>
+#include <errno.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include "common/conninfo.h"
 #include "common/error.h"
+#include "common/text.h"
 #include "common/url_list.h"
 #include "envelope/subject.h"
 
@@ -30,14 +35,82 @@ stream_name_check(const char *name, outbox_error *err)
     return OUTBOX_OK;
 }
 
+/*
+ * A durable JetStream consumer's name: no blank, '.', '*' or '>' (it is a
+ * token of the server's API subjects), and short. A longer one is refused
+ * by the server at every try, which looks like an outage.
+ */
 static outbox_status
 consumer_name_check(const char *name, outbox_error *err)
 {
-    if (!obx_token_valid(name, strlen(name))) {
+    size_t len = strlen(name);
+
+    if (len > OBX_CONSUMER_NAME_MAX || !obx_token_valid(name, len)) {
+        return obx_fail(err, OUTBOX_EINVAL, "must be 1 to %d of [A-Za-z0-9_-]",
+                        OBX_CONSUMER_NAME_MAX);
+    }
+    return OUTBOX_OK;
+}
+
+/*
+ * A replica's name is written into log lines (relay=NAME), PostgreSQL's
+ * application_name and the NATS connection name: a blank, a quote or a
+ * line break in it would forge fields or lines.
+ */
+static outbox_status
+replica_name_check(const char *name, outbox_error *err)
+{
+    size_t len = strlen(name);
+
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)name[i];
+
+        if (c <= ' ' || c >= 0x7f || strchr("\"'\\=", c) != NULL) {
+            len = 0;
+        }
+    }
+    if (len == 0 || len > OBX_REPLICA_NAME_MAX) {
         return obx_fail(err, OUTBOX_EINVAL,
-                        "consumer_name \"%.80s\" must be one token of "
-                        "[A-Za-z0-9_-]",
-                        name);
+                        "must be 1 to %d printable ASCII characters without blanks, quotes, "
+                        "backslashes or '='",
+                        OBX_REPLICA_NAME_MAX);
+    }
+    return OUTBOX_OK;
+}
+
+/* CloudEvents' source is a URI-reference: no blanks, no control characters. */
+static outbox_status
+ce_source_check(const char *source, outbox_error *err)
+{
+    size_t len = strlen(source);
+
+    for (size_t i = 0; i < len; i++) {
+        if ((unsigned char)source[i] <= ' ' || source[i] == 0x7f) {
+            len = 0;
+        }
+    }
+    if (len == 0 || len > 1024 || !obx_utf8_valid(source, len)) {
+        return obx_fail(err, OUTBOX_EINVAL,
+                        "must be a URI-reference of 1 to 1024 bytes, without blanks or control "
+                        "characters (CloudEvents source)");
+    }
+    return OUTBOX_OK;
+}
+
+/* A file read when connecting (credentials, TLS): missing, it would fail every connect. */
+static outbox_status
+readable_file_check(const char *path, outbox_error *err)
+{
+    struct stat st;
+
+    if (path[0] == '\0') {
+        return obx_fail(err, OUTBOX_EINVAL, "must name a file");
+    }
+    if (stat(path, &st) != 0 || access(path, R_OK) != 0) {
+        return obx_fail(err, OUTBOX_EINVAL, "cannot be read: %s", strerror(errno));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        return obx_fail(err, OUTBOX_EINVAL, "is not a regular file");
     }
     return OUTBOX_OK;
 }
@@ -65,8 +138,9 @@ enum {
 
 /* A CHOICE's values are in the order of the public enum they stand for. */
 const struct obx_setting obx_settings[] = {
-    STR("OUTBOX_DATABASE_URL", database_url, R | C, NULL, NULL,
-        "PostgreSQL connection (libpq URL or key=value); the demo and bench start one if unset"),
+    STR("OUTBOX_DATABASE_URL", database_url, R | C, NULL, obx_conninfo_check,
+        "PostgreSQL connection (libpq URL or key=value, checked at start as libpq would when "
+        "connecting); the demo and bench start one if unset"),
     STR("OUTBOX_NATS_URL", nats_url, R | C, "nats://127.0.0.1:4222", obx_nats_url_check,
         "NATS server URL(s), comma-separated (every node of a cluster); tls:// for TLS"),
     CHOICE("OUTBOX_BUS", bus, R | C, "jetstream", "jetstream|nats-core|db",
@@ -119,22 +193,28 @@ const struct obx_setting obx_settings[] = {
     INT("OUTBOX_MAX_ENVELOPE_BYTES", max_envelope_bytes, W, "524288", 1024, 67108864,
         "envelope size limit of the C writer (and the demo's writers)"),
     STR("OUTBOX_CONSUMER_NAME", consumer_name, C, "outbox", consumer_name_check,
-        "durable JetStream consumer shared by consumer replicas (one per consumer group)"),
+        "durable JetStream consumer shared by consumer replicas (one per consumer group); 1-64 of "
+        "[A-Za-z0-9_-]"),
     INT("OUTBOX_ACK_WAIT_SECONDS", ack_wait_seconds, C, "60", 1, 86400,
         "JetStream ack_wait: an unsettled message is redelivered after it"),
     INT("OUTBOX_MAX_DELIVER", max_deliver, C, "-1", -1, 1000000000,
         "JetStream max_deliver, a safety net only (-1: unlimited; attempts live in the ledger)"),
     INT("OUTBOX_HANDLER_TIMEOUT_SECONDS", handler_timeout_seconds, P, "300", 1, 86400,
         "an exec: handler running longer is killed and counts as failed"),
-    STR("OUTBOX_CE_SOURCE", ce_source, R, "pgoutbox", NULL, "CloudEvents ce-source header"),
-    STR("OUTBOX_NATS_CREDS", nats_creds, R | C, NULL, NULL, "NATS credentials file (.creds)"),
-    STR("OUTBOX_NATS_TLS_CA", nats_tls_ca, R | C, NULL, NULL, "CA file to verify the NATS server"),
-    STR("OUTBOX_NATS_TLS_CERT", nats_tls_cert, R | C, NULL, NULL,
-        "client certificate for NATS TLS"),
-    STR("OUTBOX_NATS_TLS_KEY", nats_tls_key, R | C, NULL, NULL, "client key for NATS TLS"),
+    STR("OUTBOX_CE_SOURCE", ce_source, R, "pgoutbox", ce_source_check,
+        "CloudEvents ce-source header: a URI-reference, no blanks or control characters"),
+    STR("OUTBOX_NATS_CREDS", nats_creds, R | C, NULL, readable_file_check,
+        "NATS credentials file (.creds); must be readable at start"),
+    STR("OUTBOX_NATS_TLS_CA", nats_tls_ca, R | C, NULL, readable_file_check,
+        "CA file to verify the NATS server; must be readable at start"),
+    STR("OUTBOX_NATS_TLS_CERT", nats_tls_cert, R | C, NULL, readable_file_check,
+        "client certificate for NATS TLS; must be readable at start"),
+    STR("OUTBOX_NATS_TLS_KEY", nats_tls_key, R | C, NULL, readable_file_check,
+        "client key for NATS TLS; must be readable at start"),
     CHOICE("OUTBOX_LOG_LEVEL", log_level, P, "info", "debug|info|warn|error", "least level logged"),
-    STR("OUTBOX_NAME", name, R | C, NULL, NULL,
-        "replica name in logs and server views; default host-pid"),
+    STR("OUTBOX_NAME", name, R | C, NULL, replica_name_check,
+        "replica name in logs and server views, 1-255 printable ASCII without blanks, quotes, "
+        "backslashes or =; default host-pid"),
     STR("OUTBOX_FLEET_FILE", fleet_file, P, NULL, NULL,
         "relay: serve every database listed in this file (NAME URL [schema=] [stream=] "
         "[subject_prefix=]); unset: the one OUTBOX_DATABASE_URL"),

@@ -16,6 +16,10 @@
 
 #include "outbox/outbox.h"
 
+/* Longest OUTBOX_CONSUMER_NAME and OUTBOX_NAME (a fleet member's is REPLICA.DATABASE). */
+#define OBX_CONSUMER_NAME_MAX 64
+#define OBX_REPLICA_NAME_MAX  255
+
 /* Which parts take a setting: a row's `parts`, a configuration's kind. */
 enum obx_parts {
     OBX_FOR_WRITER = 1 << 0,

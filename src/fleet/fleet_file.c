@@ -14,7 +14,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/conninfo.h"
 #include "common/error.h"
+#include "common/secret.h"
+#include "common/text.h"
 #include "config/config.h"
 
 #include "common/banned.h" /* last: poisons unsafe functions */
@@ -82,33 +85,49 @@ next_word(char **p)
     return start;
 }
 
-/* `key=value` into the scratch configuration; the message names file, line, field, value. */
+/*
+ * `key=value` into the scratch configuration; the message names file, line,
+ * field and value, masked: a libpq keyword (password=...) written after a
+ * key=value DATABASE_URL lands here, secret and all.
+ */
 static outbox_status
 set_field(struct obx_config *scratch, const char *path, int line, char *word, outbox_error *err)
 {
-    char *eq = strchr(word, '=');
+    char *eq = strchr(word, '='), shown[200], field[100], masked[400];
     outbox_error why = {0};
 
+    obx_mask_quote(word, shown, sizeof(shown));
     if (eq == NULL) {
         return obx_fail(err, OUTBOX_EINVAL,
-                        "%s line %d: \"%.80s\" is not field=value (fields: schema, stream, "
+                        "%s line %d: %s is not field=value (fields: schema, stream, "
                         "subject_prefix)",
-                        path, line, word);
+                        path, line, shown);
     }
-    *eq = '\0';
     for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
-        if (strcmp(word, fields[i]) == 0) {
+        if (strlen(fields[i]) == (size_t)(eq - word) &&
+            strncmp(word, fields[i], strlen(fields[i])) == 0) {
+            *eq = '\0';
             if (obx_config_set_key(scratch, word, eq + 1, &why) != OUTBOX_OK) {
-                return obx_fail(err, OUTBOX_EINVAL, "%s line %d: field %s value \"%.80s\": %s",
-                                path, line, word, eq + 1, why.message);
+                return obx_fail(err, OUTBOX_EINVAL, "%s line %d: field %s: %s", path, line, word,
+                                why.message);
             }
             return OUTBOX_OK;
         }
     }
-    return obx_fail(err, OUTBOX_EINVAL,
-                    "%s line %d: unknown field \"%.40s\" (value \"%.80s\"; fields: schema, "
-                    "stream, subject_prefix; a DATABASE_URL is one word: a postgresql:// URL)",
-                    path, line, word, eq + 1);
+    /* Masked whole (password=*** keeps its key), then shown as field and value. */
+    obx_mask_secrets(word, masked, sizeof(masked));
+    eq = strchr(masked, '=');
+    if (eq != NULL) {
+        *eq = '\0';
+    }
+    obx_quote_for_message(masked, field, sizeof(field));
+    obx_quote_for_message(eq != NULL ? eq + 1 : "", shown, sizeof(shown));
+    return obx_fail(
+        err, OUTBOX_EINVAL,
+        "%s line %d: unknown field %s (value %s; fields: schema, stream, subject_prefix; a "
+        "DATABASE_URL is one word: write libpq key=value words as a postgresql:// "
+        "URL, postgresql://USER:PASSWORD@HOST:PORT/DBNAME?sslmode=...)",
+        path, line, field, shown);
 }
 
 /* Checks a parsed entry against the ones before it. */
@@ -146,18 +165,27 @@ parse_line(char *text, const char *path, int line, const struct obx_config *base
     char *p = text, *name = next_word(&p), *url = next_word(&p), *word;
     outbox_status st;
 
+    char shown[200];
+    outbox_error why = {0};
+
     *e = (struct obx_fleet_entry){.line = line};
     if (!name_valid(name, strlen(name))) {
+        obx_mask_quote(name, shown, sizeof(shown)); /* a URL written first, password and all */
         return obx_fail(err, OUTBOX_EINVAL,
-                        "%s line %d: field name value \"%.80s\" must be 1 to %d of "
-                        "[A-Za-z0-9_.-]",
-                        path, line, name, OBX_FLEET_NAME_MAX);
+                        "%s line %d: field name value %s must be 1 to %d of [A-Za-z0-9_.-]", path,
+                        line, shown, OBX_FLEET_NAME_MAX);
     }
     if (url == NULL) {
         return obx_fail(err, OUTBOX_EINVAL,
                         "%s line %d: field database_url missing after name \"%s\" (a line is "
                         "NAME DATABASE_URL [schema=S] [stream=X] [subject_prefix=P])",
                         path, line, name);
+    }
+    /* Checked now, as OUTBOX_DATABASE_URL is: a bad one would be retried as an outage. */
+    if (obx_conninfo_check(url, &why) != OUTBOX_OK) {
+        obx_mask_quote(url, shown, sizeof(shown));
+        return obx_fail(err, OUTBOX_EINVAL, "%s line %d: field database_url value %s: %s", path,
+                        line, shown, why.message);
     }
     if (obx_config_init(&scratch, OBX_FOR_RELAY, err) != OUTBOX_OK) {
         return OUTBOX_ENOMEM;

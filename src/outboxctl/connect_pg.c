@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/secret.h"
 #include "ctl.h"
 
 #include "common/banned.h" /* last: poisons unsafe functions */
@@ -34,10 +35,13 @@ obx_ctl_connect(const struct obx_config *cfg, PGconn **out)
     }
     conn = PQconnectdbParams(keys, values, 1);
     if (PQstatus(conn) != CONNECTION_OK) {
-        const char *why = PQerrorMessage(conn);
+        char why[400], clean[600];
 
-        fprintf(stderr, "outboxctl: cannot connect to the database: %.*s\n",
-                (int)strcspn(why, "\n"), why);
+        /* libpq's message may quote part of the connection string. */
+        snprintf(why, sizeof(why), "%.*s", (int)strcspn(PQerrorMessage(conn), "\n"),
+                 PQerrorMessage(conn));
+        obx_mask_echo(why, cfg->database_url, clean, sizeof(clean));
+        fprintf(stderr, "outboxctl: cannot connect to the database: %s\n", clean);
         PQfinish(conn);
         return 1; /* runtime */
     }

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "config/config_warn.h"
 #include "ctl.h"
 
 #include "common/banned.h" /* last: poisons unsafe functions */
@@ -42,6 +43,15 @@ static const struct {
     {"roles", obx_ctl_roles,
      "[--print]: create least-privilege roles outbox_writer|relay|consumer|admin (or print SQL)"},
 };
+
+extern char **environ;
+
+static void
+warn_line(void *ctx, const char *line)
+{
+    (void)ctx;
+    fprintf(stderr, "outboxctl: warning: %s\n", line);
+}
 
 static void
 usage(FILE *out)
@@ -85,6 +95,10 @@ main(int argc, char **argv)
         obx_config_fini(&cfg);
         return 2;
     }
+    /* Every setting is someone's to read here; only names no setting has are warned about. */
+    obx_config_warn(
+        &(struct obx_config_use){.command = "outboxctl", .parts = OBX_FOR_ALL, .handlers = 1}, 0,
+        NULL, environ, warn_line, NULL);
     for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++) {
         if (rest >= 1 && strcmp(argv[1], verbs[i].name) == 0) {
             code = verbs[i].run(&cfg, rest - 1, argv + 2);

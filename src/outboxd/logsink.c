@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * logsink.c - writes library log lines to stderr with a UTC timestamp.
+ * logsink.c - writes library log lines to stderr with a UTC timestamp,
+ * one line each, with any secret a line quotes masked.
  */
 #include "logsink.h"
 
@@ -9,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/secret.h"
 #include "fleet/fleet.h"
 #include "outbox/worker.h"
 
@@ -37,18 +39,20 @@ write_line(void *ctx, outbox_log_level level, const char *line)
 {
     struct timespec now;
     struct tm tm;
-    char stamp[40];
+    char stamp[40], clean[1400];
     /* A fleet's threads serve one database each: every line they write names it. */
     const char *database = obx_fleet_thread_database();
     int label = database != NULL && strstr(line, " database=") == NULL;
 
     (void)ctx;
+    /* Last line of defence: whatever a line quotes, no secret and no line break gets out. */
+    obx_mask_echo(line, NULL, clean, sizeof(clean));
     clock_gettime(CLOCK_REALTIME, &now);
     gmtime_r(&now.tv_sec, &tm);
     strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%S", &tm);
     pthread_mutex_lock(&write_lock);
     fprintf(stderr, "%s.%03ldZ level=%s %s%s%s\n", stamp, now.tv_nsec / 1000000, level_name(level),
-            line, label ? " database=" : "", label ? database : "");
+            clean, label ? " database=" : "", label ? database : "");
     fflush(stderr);
     pthread_mutex_unlock(&write_lock);
 }

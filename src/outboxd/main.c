@@ -5,13 +5,16 @@
  * 2 (usage or configuration error), in this one place.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "commands.h"
 #include "config/config.h"
+#include "config/config_warn.h"
 #include "logsink.h"
 #include "outboxd/demo/demo.h"
 #include "outboxd/service/health.h"
+#include "support/log.h"
 
 #include "common/banned.h" /* last: poisons unsafe functions */
 
@@ -39,6 +42,45 @@ usage(FILE *out)
     obx_config_print_help(out, OBX_FOR_ALL);
 }
 
+extern char **environ;
+
+static void
+warn_line(void *ctx, const char *line)
+{
+    (void)ctx;
+    obx_log(OUTBOX_LOG_WARN, "%s", line);
+}
+
+/*
+ * Warns about the OUTBOX_* variables and --flags the command will not
+ * read: a misspelled name, or a setting of another part (a relay given
+ * OUTBOX_LEDGER_LEASE_SECONDS). `given` is the command line as typed.
+ */
+static void
+warn_unread(const struct obx_config *cfg, const char *command, int argc, char **given)
+{
+    /* Read by a part the command runs, but not by the command itself. */
+    static const char *const by_relay[] = {"OUTBOX_HANDLER_TIMEOUT_SECONDS", NULL};
+    static const char *const by_one_relay[] = {"OUTBOX_HANDLER_TIMEOUT_SECONDS",
+                                               "OUTBOX_FLEET_DATABASE_IN_FLIGHT",
+                                               "OUTBOX_FLEET_TRY_MS", NULL};
+    static const char *const by_consumer[] = {
+        "OUTBOX_FLEET_FILE", "OUTBOX_FLEET_DATABASE_IN_FLIGHT", "OUTBOX_FLEET_TRY_MS", NULL};
+    struct obx_config_use use = {.command = "outboxd demo", .parts = OBX_FOR_ALL, .handlers = 1};
+
+    if (strcmp(command, "relay") == 0) {
+        use = (struct obx_config_use){.command = "outboxd relay",
+                                      .parts = OBX_FOR_RELAY | OBX_FOR_PROGRAM,
+                                      .unread = cfg->fleet_file != NULL ? by_relay : by_one_relay};
+    } else if (strcmp(command, "consume") == 0) {
+        use = (struct obx_config_use){.command = "outboxd consume",
+                                      .parts = OBX_FOR_CONSUMER | OBX_FOR_PROGRAM,
+                                      .unread = by_consumer,
+                                      .handlers = 1};
+    }
+    obx_config_warn(&use, argc, given, environ, warn_line, NULL);
+}
+
 static int
 run_command(struct obx_config *cfg, int rest, char **argv)
 {
@@ -63,6 +105,7 @@ main(int argc, char **argv)
     struct obx_config cfg;
     outbox_error err = {0};
     int rest = 0, code;
+    char **given;
 
     if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
         usage(stdout);
@@ -75,9 +118,17 @@ main(int argc, char **argv)
         obx_config_print_markdown(stdout);
         return 0;
     }
+    /* The command line as typed: loading the settings takes their flags out of argv. */
+    given = calloc((size_t)argc + 1, sizeof(*given));
+    if (given == NULL) {
+        fputs("outboxd: out of memory\n", stderr);
+        return 1;
+    }
+    memcpy(given, argv, (size_t)argc * sizeof(*given));
     if (obx_config_load(&cfg, argc - 1, argv + 1, &rest, &err) != OUTBOX_OK) {
         fprintf(stderr, "outboxd: %s\n", err.message);
         obx_config_fini(&cfg);
+        free(given);
         return 2;
     }
     if (rest < 1) {
@@ -85,8 +136,10 @@ main(int argc, char **argv)
         code = 2;
     } else {
         obx_logsink_install((outbox_log_level)cfg.log_level);
+        warn_unread(&cfg, argv[1], argc - 1, given + 1);
         code = run_command(&cfg, rest, argv);
     }
     obx_config_fini(&cfg);
+    free(given);
     return code;
 }

@@ -14,6 +14,7 @@
 
 #include "common/error.h"
 #include "common/error_pg.h"
+#include "common/secret.h"
 #include "sql_gen.h"
 
 #include "common/banned.h" /* last: poisons unsafe functions */
@@ -132,6 +133,13 @@ obx_pg_connect(const char *conninfo, const char *application_name, PGconn **out,
     if (PQstatus(conn) != CONNECTION_OK) {
         status = obx_fail_pg(err, conn, NULL, "connect to postgresql");
         obx_pg_one_line(err);
+        if (err != NULL) {
+            /* libpq's message may quote part of the conninfo. */
+            char clean[sizeof(err->message)];
+
+            obx_mask_echo(err->message, conninfo, clean, sizeof(clean));
+            memcpy(err->message, clean, sizeof(clean));
+        }
         PQfinish(conn);
         return status;
     }

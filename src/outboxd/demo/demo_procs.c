@@ -27,7 +27,9 @@ obx_demo_proc_start(struct obx_demo_proc *p, const struct obx_config *cfg, const
     /* Short leases and ack waits, unless set: a killed replica's work comes back within
      * the demo rather than after the production minute. */
     char lease[64], ack_wait[64];
-    char *extra[] = {url, nats, name, lease, ack_wait, "OUTBOX_LOG_LEVEL=info", NULL};
+    /* The ack wait only for consumers: a relay would warn that it does not read it. */
+    char *extra[] = {url, nats, name, lease, "OUTBOX_LOG_LEVEL=info", p->handler ? ack_wait : NULL,
+                     NULL};
     struct obx_dev_exec x = {.path = self, .argv = argv, .die_with_parent = 1, .keep_fd = -1};
     char **env;
     int fd;

@@ -16,6 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/text.h"
+
 #include "common/banned.h" /* last: poisons unsafe functions */
 
 struct obx_http {
@@ -112,9 +114,12 @@ obx_http_start(const char *addr, const struct obx_http_handlers *handlers, char 
 {
     struct sockaddr_in sin;
     struct obx_http *http;
+    char shown[200];
 
+    /* Quoted and escaped: a line break in the value cannot forge a line. */
+    obx_quote_for_message(addr, shown, sizeof(shown));
     if (parse_addr(addr, &sin) != 0) {
-        snprintf(msg, msg_cap, "OUTBOX_HTTP_ADDR=\"%s\" must be host:port (IPv4)", addr);
+        snprintf(msg, msg_cap, "OUTBOX_HTTP_ADDR=%s must be host:port (IPv4)", shown);
         return NULL;
     }
     http = calloc(1, sizeof(*http));
@@ -126,7 +131,7 @@ obx_http_start(const char *addr, const struct obx_http_handlers *handlers, char 
     http->daemon = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD, ntohs(sin.sin_port), NULL,
                                     NULL, handle, http, MHD_OPTION_SOCK_ADDR, &sin, MHD_OPTION_END);
     if (http->daemon == NULL) {
-        snprintf(msg, msg_cap, "cannot listen on OUTBOX_HTTP_ADDR=\"%s\"", addr);
+        snprintf(msg, msg_cap, "cannot listen on OUTBOX_HTTP_ADDR=%s", shown);
         free(http);
         return NULL;
     }

@@ -151,3 +151,91 @@ Test(settings, no_test_hook_is_a_setting)
                   obx_settings[i].env);
     }
 }
+
+/* The message of loading `value` into `env`: refused, naming the variable. */
+static const char *
+refusal(const char *env, const char *value)
+{
+    static outbox_error err;
+    struct obx_config cfg;
+    int rest;
+
+    clear_env();
+    err = (outbox_error){0};
+    setenv(env, value, 1);
+    cr_assert_eq(obx_config_load(&cfg, 0, NULL, &rest, &err), OUTBOX_EINVAL, "%s=%s accepted", env,
+                 value);
+    obx_config_fini(&cfg);
+    unsetenv(env);
+    cr_assert(strncmp(err.message, env, strlen(env)) == 0, "not named: %s", err.message);
+    cr_assert_null(strchr(err.message, '\n'), "two lines: %s", err.message);
+    return err.message;
+}
+
+Test(settings, what_would_fail_every_connect_is_refused_at_start_by_variable)
+{
+    const char *m;
+
+    m = refusal("OUTBOX_DATABASE_URL", "not a url");
+    cr_assert_not_null(strstr(m, "not a libpq URL or key=value string"), "%s", m);
+    m = refusal("OUTBOX_DATABASE_URL", "host=db password=s3cret port=abc");
+    cr_assert_not_null(strstr(m, "port \"abc\""), "%s", m);
+    cr_assert_not_null(strstr(m, "password=***"), "%s", m);
+    cr_assert_null(strstr(m, "s3cret"), "%s", m);
+    m = refusal("OUTBOX_DATABASE_URL", "postgresql://u:s3cret@h/db?sslmode=sometimes");
+    cr_assert_not_null(strstr(m, "sslmode"), "%s", m);
+    cr_assert_null(strstr(m, "s3cret"), "%s", m);
+    m = refusal("OUTBOX_DATABASE_URL", "password s3cret");
+    cr_assert_null(strstr(m, "s3cret"), "%s", m);
+    m = refusal("OUTBOX_NATS_URL", "nats://u:s3cret@h:abc");
+    cr_assert_null(strstr(m, "s3cret"), "%s", m);
+    m = refusal("OUTBOX_NATS_CREDS", "/nonexistent/user.creds");
+    cr_assert_not_null(strstr(m, "/nonexistent/user.creds"), "%s", m);
+    refusal("OUTBOX_NATS_TLS_CA", "/nonexistent/ca.pem");
+    refusal("OUTBOX_NATS_TLS_CERT", "/");
+    refusal("OUTBOX_NATS_TLS_KEY", "/nonexistent/key.pem");
+    m = refusal("OUTBOX_CE_SOURCE", "svc\r\nforged: yes");
+    cr_assert_not_null(strstr(m, "\\r\\n"), "%s", m);
+    refusal("OUTBOX_CE_SOURCE", "two words");
+    refusal("OUTBOX_CONSUMER_NAME",
+            "a234567890123456789012345678901234567890123456789012345678901234567890");
+    refusal("OUTBOX_CONSUMER_NAME", "has.dot");
+    m = refusal("OUTBOX_NAME", "r1\n2026-01-01T00:00:00Z level=error forged");
+    cr_assert_not_null(strstr(m, "r1\\n"), "%s", m);
+    refusal("OUTBOX_NAME", "r1 level=error");
+}
+
+Test(settings, good_values_of_the_checked_settings_are_taken)
+{
+    struct obx_config cfg;
+    outbox_error err = {0};
+    int rest;
+
+    setenv("OUTBOX_DATABASE_URL", "host=db port=5433,5434 dbname=x host=a,b sslmode=require", 1);
+    setenv("OUTBOX_NATS_CREDS", OBX_SOURCE_DIR "/README.md", 1);
+    setenv("OUTBOX_CE_SOURCE", "https://example.com/orders?x=1", 1);
+    setenv("OUTBOX_CONSUMER_NAME", "billing-v2_a", 1);
+    setenv("OUTBOX_NAME", "orders-relay-0.eu:1", 1);
+    cr_assert_eq(obx_config_load(&cfg, 0, NULL, &rest, &err), OUTBOX_OK, "%s", err.message);
+    obx_config_fini(&cfg);
+    setenv("OUTBOX_DATABASE_URL", "postgresql://u:p@h1:5432,h2/db?connect_timeout=5", 1);
+    cr_assert_eq(obx_config_load(&cfg, 0, NULL, &rest, &err), OUTBOX_OK, "%s", err.message);
+    obx_config_fini(&cfg);
+}
+
+Test(settings, an_empty_flag_is_not_given_as_an_empty_variable_is_not_set)
+{
+    struct obx_config cfg;
+    outbox_error err = {0};
+    char *argv[] = {"--batch-size=", "--nats-tls-ca", "", "--lease-seconds=", "relay"};
+    int rest;
+
+    setenv("OUTBOX_BATCH_SIZE", "", 1);
+    setenv("OUTBOX_LEASE_SECONDS", "7", 1);
+    cr_assert_eq(obx_config_load(&cfg, 5, argv, &rest, &err), OUTBOX_OK, "%s", err.message);
+    cr_assert_eq(cfg.batch_size, 100);
+    cr_assert_eq(cfg.lease_seconds, 7, "an empty flag leaves the variable's value");
+    cr_assert_null(cfg.nats_tls_ca);
+    cr_assert_eq(rest, 1);
+    obx_config_fini(&cfg);
+}

@@ -137,3 +137,26 @@ Test(fleet_file, refuses_an_empty_or_missing_file)
     cr_assert_eq(obx_fleet_file_load(path, &base, &list, &err), OUTBOX_EUNAVAILABLE);
     cr_assert(strstr(err.message, path) != NULL, "%s", err.message);
 }
+
+Test(fleet_file, never_prints_a_password_it_refuses)
+{
+    /* key=value words after a key=value DATABASE_URL: the password reaches the field check. */
+    assert_refused("orders host=db password=s3cret dbname=orders\n",
+                   (const char *const[]){"line 1", "unknown field \"password\"", "\"***\"",
+                                         "postgresql:// URL", NULL});
+    /* A URL written where the name goes. */
+    assert_refused("postgresql://u:s3cret@h/a schema=x\n",
+                   (const char *const[]){"line 1", "field name", "u:***@h", NULL});
+    assert_refused("a b c=postgresql://u:s3cret@h/x\n", (const char *const[]){"line 1", NULL});
+}
+
+Test(fleet_file, refuses_a_database_url_libpq_would_refuse_when_connecting)
+{
+    assert_refused(
+        "a postgresql://u:s3cret@h:abc/a\n",
+        (const char *const[]){"line 1", "field database_url", "u:***@h:abc", "port \"abc\"", NULL});
+    assert_refused("a port=abc\n",
+                   (const char *const[]){"line 1", "field database_url", "port \"abc\"", NULL});
+    assert_refused("a postgresql://h/a?sslmode=always\n",
+                   (const char *const[]){"line 1", "database_url", "sslmode", NULL});
+}
