@@ -1,7 +1,8 @@
 -- ledger_prune: delete up to $2 ledger rows finished more than $1 seconds ago.
 -- $1: retention in seconds; $2: limit; $3: the event id this pass's last
 -- batch reached (uuid), or NULL for a pass's first. Returns deleted and
--- last_id (the highest event id this batch took; NULL: none).
+-- last_id (the highest event id this batch took from the key range; NULL:
+-- none).
 -- Finished means done (finished_at), or dead-lettered (dead_at): the
 -- dead_letters row is the lasting record of a dead one. Event ids are
 -- UUIDv7, so the rows of events created before the cutoff are a range of
@@ -11,17 +12,38 @@
 -- A pass's batches go on from where the one before stopped ($3; >= keeps
 -- the other handlers' rows of the event a batch ended on), so the rows a
 -- pass keeps at the old end are stepped over once a pass, not once a batch.
+-- Once the key range has no more to give, the batch fills from the rows
+-- whose event id is not in that range (not a UUIDv7, or one stamped in the
+-- future), through processed_events_off_key_order_idx (0009) in started_at
+-- order: a row finishes after it starts, so the scan stops at the first row
+-- started too recently to be due. The Append runs its second arm only when
+-- the first ran dry, and the outer LIMIT keeps the batch at $2.
 WITH old AS MATERIALIZED (
-    SELECT event_id, handler
-      FROM /*schema*/processed_events
-     WHERE event_id < /*schema*/uuid_v7_floor(now() - make_interval(secs => $1::double precision))
-       AND event_id >= coalesce($3::uuid, '00000000-0000-0000-0000-000000000000')
-       AND ((status = 'done'
-             AND finished_at < now() - make_interval(secs => $1::double precision))
-            OR dead_at < now() - make_interval(secs => $1::double precision))
-     ORDER BY event_id
+    SELECT o.event_id, o.handler, o.in_key_range
+      FROM (SELECT * FROM (SELECT event_id, handler, true AS in_key_range
+               FROM /*schema*/processed_events
+              WHERE event_id < /*schema*/uuid_v7_floor(now() - make_interval(secs => $1::double precision))
+                AND event_id >= coalesce($3::uuid, '00000000-0000-0000-0000-000000000000')
+                AND ((status = 'done'
+                      AND finished_at < now() - make_interval(secs => $1::double precision))
+                     OR dead_at < now() - make_interval(secs => $1::double precision))
+              ORDER BY event_id
+              LIMIT $2::integer
+                FOR UPDATE SKIP LOCKED) AS in_range
+            UNION ALL
+            SELECT * FROM (SELECT event_id, handler, false
+               FROM /*schema*/processed_events
+              WHERE /*schema*/uuid_v7_after(event_id, started_at)
+                AND started_at < now() - make_interval(secs => $1::double precision)
+                -- A row of the key range is the first arm's, at its place.
+                AND event_id >= /*schema*/uuid_v7_floor(now() - make_interval(secs => $1::double precision))
+                AND ((status = 'done'
+                      AND finished_at < now() - make_interval(secs => $1::double precision))
+                     OR dead_at < now() - make_interval(secs => $1::double precision))
+              ORDER BY started_at
+              LIMIT $2::integer
+                FOR UPDATE SKIP LOCKED) AS off_range) AS o
      LIMIT $2::integer
-       FOR UPDATE SKIP LOCKED
 ), gone AS (
     DELETE FROM /*schema*/processed_events AS p
      USING old
@@ -29,4 +51,5 @@ WITH old AS MATERIALIZED (
     RETURNING p.event_id
 )
 -- uuid_out is fixed-width lower-case hex, so text order is uuid order.
-SELECT (SELECT count(*) FROM gone) AS deleted, (SELECT max(event_id::text) FROM old) AS last_id
+SELECT (SELECT count(*) FROM gone) AS deleted,
+       (SELECT max(event_id::text) FROM old WHERE in_key_range) AS last_id

@@ -72,6 +72,9 @@ outbox_status obx_store_lease_plan(struct obx_store *store, int limit, int analy
 /* The same for obx_store_health()'s sample. */
 outbox_status obx_store_health_plan(struct obx_store *store, int analyze, char **json,
                                     outbox_error *err);
+/* The same for a pass's first batch of obx_store_prune_done() (rolled back too). */
+outbox_status obx_store_prune_plan(struct obx_store *store, int retention_seconds, int limit,
+                                   int analyze, char **json, outbox_error *err);
 
 /* Row accessors; `i` < lease->count. Borrowed until obx_lease_fini(). */
 const char *obx_lease_id(const struct obx_lease *lease, size_t i);

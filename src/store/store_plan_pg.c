@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * store_plan_pg.c - a statement's plan as the store's own session would run
- * it (see store.h): the lease's and the health sample's. The plan-shape
- * tests read them, and so can an operator chasing a slow lease.
+ * it (see store.h): the lease's, the health sample's and the prune's. The
+ * plan-shape tests read them, and so can an operator chasing a slow lease.
  */
 #include "store.h"
 
@@ -111,4 +111,22 @@ obx_store_health_plan(struct obx_store *store, int analyze, char **json, outbox_
                  : plan(store, OBX_STORE_HEALTH, 1, args.data, analyze, json, err);
     obx_buf_fini(&args);
     return status;
+}
+
+outbox_status
+obx_store_prune_plan(struct obx_store *store, int retention_seconds, int limit, int analyze,
+                     char **json, outbox_error *err)
+{
+    char args[64];
+
+    obx_error_reset(err);
+    *json = NULL;
+    if (retention_seconds < 0 || limit < 1) {
+        return obx_fail(err, OUTBOX_EINVAL,
+                        "prune plan: retention %d must be >= 0 and limit %d >= 1",
+                        retention_seconds, limit);
+    }
+    /* A pass's first batch: from the oldest key. */
+    snprintf(args, sizeof(args), "(%d, %d, NULL)", retention_seconds, limit);
+    return plan(store, OBX_STORE_PRUNE, 3, args, analyze, json, err);
 }

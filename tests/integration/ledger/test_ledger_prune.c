@@ -89,6 +89,58 @@ Test(ledger_prune, only_rows_finished_before_the_retention_go_and_at_most_limit_
     obx_ledger_close(ledger);
 }
 
+/*
+ * `n` ledger rows of events whose ids are not time-ordered (`id_sql`: a
+ * foreign writer's gen_random_uuid(), a v7 stamped in the future), claimed
+ * `started` ago and, by `kind` (done or dead), finished `finished` ago.
+ */
+static void
+add_foreign_rows(int n, const char *id_sql, const char *kind, const char *started,
+                 const char *finished)
+{
+    char sql[1024];
+
+    snprintf(sql, sizeof(sql),
+             "INSERT INTO outbox.processed_events (event_id, handler, status, attempts, "
+             "started_at, finished_at, dead_at, last_error) "
+             "SELECT %s, 'foreign', CASE WHEN '%s' = 'done' THEN 'done' ELSE 'in_progress' END, "
+             "0, now() - interval '%s', "
+             "CASE WHEN '%s' = 'done' THEN now() - interval '%s' END, "
+             "CASE WHEN '%s' = 'dead' THEN now() - interval '%s' END, '%s' "
+             "FROM generate_series(1, %d) AS g",
+             id_sql, kind, started, kind, finished, kind, finished, kind, n);
+    harness_exec(conn, sql);
+}
+
+/* A v4 id whose first 48 bits, read as UUIDv7 milliseconds, are after the year 8000. */
+#define FUTURE_V4 "overlay(gen_random_uuid()::text PLACING 'ff' FROM 1)::uuid"
+
+Test(ledger_prune, rows_of_event_ids_that_are_not_time_ordered_go_too)
+{
+    /* The key-range scan stops at the v7 of now - retention: these event ids sort after
+     * it, today and for millennia, and their rows were kept forever. */
+    struct obx_ledger *ledger = helper_ledger_open("ledger-test");
+    long long retention_s = 30LL * 24 * 3600;
+
+    add_rows(2, "done", "40 days", "35 days");
+    add_foreign_rows(3, FUTURE_V4, "done", "36 days", "35 days");
+    add_foreign_rows(1, FUTURE_V4, "dead", "36 days", "35 days");
+    add_foreign_rows(1, "outbox.uuid_v7('2100-01-01')", "done", "36 days", "35 days");
+    add_foreign_rows(2, FUTURE_V4, "done", "36 days", "1 day");         /* finished lately: stay */
+    add_foreign_rows(2, FUTURE_V4, "done", "1 day", "1 day");           /* recent: stay */
+    add_foreign_rows(1, FUTURE_V4, "in_progress", "36 days", "0 days"); /* not finished */
+
+    cr_assert_eq(prune(ledger, retention_s, 3), 3, "at most limit rows per call");
+    cr_assert_eq(prune(ledger, retention_s, 3), 3);
+    cr_assert_eq(prune(ledger, retention_s, 3), 1);
+    cr_assert_eq(prune(ledger, retention_s, 3), 0, "nothing else is old enough");
+    cr_assert_eq(helper_count(conn, "processed_events", "true"), 5);
+    cr_assert_eq(helper_count(conn, "processed_events",
+                              "coalesce(finished_at, dead_at) < now() - interval '30 days'"),
+                 0, "every row finished before the retention went, whatever its event id");
+    obx_ledger_close(ledger);
+}
+
 Test(ledger_prune, rows_another_session_holds_are_skipped_not_waited_for)
 {
     struct obx_ledger *ledger = helper_ledger_open("ledger-test");

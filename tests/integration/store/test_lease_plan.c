@@ -57,12 +57,14 @@ TestSuite(lease_plan, .init = setup, .fini = teardown, .timeout = 240);
 /*
  * Inserts `n` copies of the template row with fresh ids, in `status`, with
  * the SQL expressions given for next_attempt_at and published_at (`s` is
- * the row's number, 1..n). Rows waiting in backoff carry 3 attempts. Ids
- * are UUIDv7 in load order, as the writers make them: the primary key then
- * follows the heap, which makes reading it whole look cheap to the planner.
+ * the row's number, 1..n), with ids from `id_sql`. Rows waiting in backoff
+ * carry 3 attempts. load()'s ids are UUIDv7 in load order, as the writers
+ * make them: the primary key then follows the heap, which makes reading it
+ * whole look cheap to the planner.
  */
 static void
-load(long long n, const char *status, const char *next_attempt_at, const char *published_at)
+load_ids(long long n, const char *id_sql, const char *status, const char *next_attempt_at,
+         const char *published_at)
 {
     char sql[1536];
 
@@ -74,12 +76,17 @@ load(long long n, const char *status, const char *next_attempt_at, const char *p
              "t.data_subject, jsonb_set(t.envelope, '{id}', to_jsonb(g.id::text)), '%s', "
              "CASE WHEN '%s' = 'pending' AND %s > now() THEN 3 ELSE 0 END, %s, %s "
              "FROM template AS t, "
-             "(SELECT outbox.uuid_v7(clock_timestamp()) AS id, s "
-             "FROM generate_series(1, %lld) AS s) AS g",
-             status, status, next_attempt_at, next_attempt_at, published_at, n);
+             "(SELECT %s AS id, s FROM generate_series(1, %lld) AS s) AS g",
+             status, status, next_attempt_at, next_attempt_at, published_at, id_sql, n);
     harness_exec(conn, sql);
     harness_exec(conn, "ALTER TABLE outbox.events ENABLE ALWAYS TRIGGER events_row_valid");
     harness_exec(conn, "ALTER TABLE outbox.events ENABLE TRIGGER events_wakeup");
+}
+
+static void
+load(long long n, const char *status, const char *next_attempt_at, const char *published_at)
+{
+    load_ids(n, "outbox.uuid_v7(clock_timestamp())", status, next_attempt_at, published_at);
 }
 
 static void
@@ -460,4 +467,70 @@ Test(lease_plan, health_sample_counts_waiting_dead_letters_without_reading_their
     cr_assert_eq(obx_store_health(store, &h, &err), OUTBOX_OK, "%s", err.message);
     cr_assert_eq(h.dead_letters, 3, "the relay's waiting dead letters: %lld", h.dead_letters);
     expect_bounded_reads("dead-letter history", 0, 3);
+}
+
+/*
+ * A pass's first prune batch (analyzed, rolled back) takes a full batch and
+ * reads at most `max_rows` outbox rows to choose it, none by a sequential
+ * or bitmap scan or behind a sort; the rows not in the key range come from
+ * an ordered scan of events_off_key_order_idx.
+ */
+static void
+expect_bounded_prune(const char *state, int retention_seconds, long long max_rows)
+{
+    static const char *const banned[] = {"Sort", "Incremental Sort"};
+    outbox_error err;
+    json_error_t jerr;
+    char *text = NULL;
+    json_t *doc, *top, *old, *off;
+    long long rows;
+    outbox_status status = obx_store_prune_plan(store, retention_seconds, LIMIT, 1, &text, &err);
+
+    cr_assert_eq(status, OUTBOX_OK, "obx_store_prune_plan: %s: %s", outbox_status_name(status),
+                 err.message);
+    doc = json_loads(text, 0, &jerr);
+    cr_assert(doc != NULL, "EXPLAIN JSON does not parse: %s", jerr.text);
+    top = json_object_get(json_array_get(doc, 0), "Plan");
+    old = find_subplan(top, "CTE old");
+    cr_assert(old != NULL, "%s: no CTE old in the prune: %s", state, text);
+    for (size_t i = 0; i < sizeof(banned) / sizeof(banned[0]); i++) {
+        cr_assert(find_type(old, banned[i]) == NULL, "%s: the prune uses a %s: %s", state,
+                  banned[i], text);
+    }
+    off = find_node(old, "Index Name", "events_off_key_order_idx");
+    cr_assert(off != NULL, "%s: the rows off the key range are not read by their index: %s", state,
+              text);
+    cr_assert(json_object_get(off, "Index Cond") != NULL,
+              "%s: the index of the rows off the key range is read whole: %s", state, text);
+    cr_assert_eq(json_integer_value(json_object_get(old, "Actual Rows")), LIMIT,
+                 "%s: the batch is not full: %s", state, text);
+    rows = rows_read(old, "events", state, text);
+    cr_log_info("%s: the prune batch read %lld outbox rows", state, rows);
+    cr_assert_leq(rows, max_rows, "%s: the prune batch read %lld outbox rows (<= %lld): %s", state,
+                  rows, max_rows, text);
+    json_decref(doc);
+    free(text);
+}
+
+Test(lease_plan, prune_reads_the_due_rows_of_a_foreign_writer_only)
+{
+    /* A foreign writer's gen_random_uuid() ids sort anywhere: 100,000 of its rows were
+     * published within the retention (2 hours), 300 before it, beside 100,000 of our
+     * own published within it. A batch takes 100 of the 300 through their index, in
+     * published_at order, and reads none of the rows not yet due there. The few random
+     * ids that read as a time before the cutoff (0.6 %) are in the key range: read
+     * there, and counted in the bound. */
+    long long in_range;
+
+    load(100000, "done", "now() - interval '2 hours'", "now() - interval '1 hour'");
+    load_ids(100000, "gen_random_uuid()", "done", "now() - interval '2 hours'",
+             "now() - interval '1 hour'");
+    load_ids(300, "gen_random_uuid()", "done", "now() - interval '4 hours'",
+             "now() - interval '3 hours'");
+    in_range =
+        harness_scalar_ll(conn, "SELECT count(*) FROM outbox.events "
+                                "WHERE id < outbox.uuid_v7_floor(now() - interval '2 hours')");
+    expect_bounded_prune("foreign ids, no statistics", 7200, in_range + 2 * LIMIT);
+    harness_exec(conn, "VACUUM ANALYZE outbox.events");
+    expect_bounded_prune("foreign ids, fresh statistics", 7200, in_range + 2 * LIMIT);
 }

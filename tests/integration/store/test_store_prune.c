@@ -65,6 +65,31 @@ prune_from(struct obx_prune_cursor *cursor, int retention_seconds, int limit)
     return deleted;
 }
 
+/*
+ * Adds `n` rows as a foreign writer would, with ids from `id_sql` (not
+ * time-ordered), in `status`, published (when done) `published` ago.
+ */
+static void
+add_foreign_rows(int n, const char *id_sql, const char *status, const char *published)
+{
+    char sql[1024];
+
+    helper_enqueue(conn, n);
+    snprintf(sql, sizeof(sql),
+             "WITH f AS (SELECT id, %s AS new_id FROM outbox.events WHERE status = 'pending' "
+             "AND created_at > now() - interval '1 hour') "
+             "UPDATE outbox.events e SET id = f.new_id, "
+             "envelope = jsonb_set(e.envelope, '{id}', to_jsonb(f.new_id::text)), "
+             "status = '%s', published_at = CASE WHEN '%s' = 'done' "
+             "THEN now() - interval '%s' END, created_at = now() - interval '%s' "
+             "FROM f WHERE e.id = f.id",
+             id_sql, status, status, published, published);
+    harness_exec(conn, sql);
+}
+
+/* A v4 id whose first 48 bits, read as UUIDv7 milliseconds, are after the year 8000. */
+#define FUTURE_V4 "overlay(gen_random_uuid()::text PLACING 'ff' FROM 1)::uuid"
+
 Test(store_prune, removes_only_old_done_rows_and_at_most_limit)
 {
     add_aged_rows(5, "done");
@@ -126,4 +151,26 @@ Test(store_prune, a_pass_goes_on_from_where_its_last_batch_stopped)
     memset(&cursor, 0, sizeof(cursor));
     cr_assert_eq(prune_from(&cursor, 3600, 10), 1, "the next pass starts at the oldest row");
     cr_assert_eq(helper_count(conn, "status = 'dead'"), 2, "dead rows stay");
+}
+
+Test(store_prune, removes_old_done_rows_whatever_their_id_in_bounded_batches)
+{
+    /* A foreign writer's gen_random_uuid() ids and a v7 stamped in 2100 sort after the
+     * v7 of now - retention, today and for millennia: these rows were kept forever. */
+    struct obx_prune_cursor cursor = {{0}};
+
+    add_aged_rows(2, "done");
+    add_foreign_rows(4, FUTURE_V4, "done", "2 hours");
+    add_foreign_rows(1, "outbox.uuid_v7('2100-01-01')", "done", "2 hours");
+    add_foreign_rows(2, FUTURE_V4, "done", "10 minutes"); /* not yet due */
+    add_foreign_rows(1, FUTURE_V4, "dead", "2 hours");
+
+    cr_assert_eq(prune_from(&cursor, 3600, 3), 3, "at most the limit");
+    cr_assert_eq(prune_from(&cursor, 3600, 3), 3);
+    cr_assert_eq(prune_from(&cursor, 3600, 3), 1, "the rest of the old done rows");
+    cr_assert_eq(prune_from(&cursor, 3600, 3), 0, "nothing else is old and done");
+    cr_assert_eq(helper_count(conn, "status = 'done'"), 2, "recently published rows stay");
+    cr_assert_eq(helper_count(conn, "status = 'dead'"), 1, "a dead row stays");
+    memset(&cursor, 0, sizeof(cursor));
+    cr_assert_eq(prune_from(&cursor, 600, 10), 2, "their turn comes with their retention");
 }

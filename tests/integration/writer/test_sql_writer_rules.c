@@ -283,24 +283,72 @@ Test(sql_writer_rules, enqueue_many_follows_the_size_setting_and_writes_nothing_
     PGresult *res;
     const char *message;
 
-    harness_exec(conn, "SET outbox.max_envelope_bytes = 400");
+    harness_exec(conn, "SET outbox.max_envelope_bytes = 1024");
     res = PQexec(conn, "SELECT outbox.enqueue_many(jsonb_build_array("
                        "jsonb_build_object('aggregate_type', 'movie', 'aggregate_id', "
                        "'0190a3b2-1c2d-7e3f-8a9b-0c1d2e3f4a5b', 'event_type', 'review.logged', "
                        "'payload', '{}'::jsonb), "
                        "jsonb_build_object('aggregate_type', 'movie', 'aggregate_id', "
                        "'0190a3b2-1c2d-7e3f-8a9b-0c1d2e3f4a5b', 'event_type', 'review.logged', "
-                       "'payload', jsonb_build_object('t', repeat('x', 400)))))");
+                       "'payload', jsonb_build_object('t', repeat('x', 1200)))))");
     message = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
-    cr_expect_eq(PQresultStatus(res), PGRES_FATAL_ERROR, "a 600-byte envelope passed a 400 limit");
+    cr_expect_eq(PQresultStatus(res), PGRES_FATAL_ERROR,
+                 "a 1,400-byte envelope passed a 1024 limit");
     cr_expect(message != NULL && strncmp(message, "events[1]: envelope is ", 23) == 0 &&
-                  strstr(message, "bytes, over the limit of 400") != NULL,
+                  strstr(message, "bytes, over the limit of 1024") != NULL,
               "%s", message ? message : "(none)");
     PQclear(res);
     cr_expect_eq(event_count(), 0, "the first, valid event of the refused call was written");
     harness_exec(conn, "RESET outbox.max_envelope_bytes");
     free(harness_scalar_text(conn, good_many));
     cr_expect_eq(event_count(), 2);
+}
+
+/* `sql` fails with SQLSTATE 22023 and a message naming the size setting and `value`. */
+static void
+expect_setting_refused(const char *sql, const char *value)
+{
+    PGresult *res = PQexec(conn, sql);
+    const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+    const char *message = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
+    char named[128];
+
+    snprintf(named, sizeof(named), "outbox.max_envelope_bytes=\"%s\"", value);
+    cr_expect_eq(PQresultStatus(res), PGRES_FATAL_ERROR, "%s ran with the setting '%s'", sql,
+                 value);
+    cr_expect(state != NULL && strcmp(state, "22023") == 0, "'%s': SQLSTATE %s", value,
+              state ? state : "(none)");
+    cr_expect(message != NULL && strstr(message, named) != NULL &&
+                  strstr(message, "must be a whole number from 1024 to 67108864") != NULL,
+              "'%s': %s", value, message ? message : "(none)");
+    PQclear(res);
+}
+
+Test(sql_writer_rules, a_bad_size_setting_is_refused_naming_the_setting_and_its_value)
+{
+    /* The C writer's bounds. Before, 'abc' failed with 22P02 naming no setting, 0 and -1
+     * refused every event as too large, and 2000000000 let a 2 MB event commit that the
+     * relay then quarantined. */
+    static const char *const bad[] = {"abc",      "0",           "-1",  "2000000000", "1023",
+                                      "67108865", "99999999999", "1e6", "512 KiB"};
+    static const char *const good[] = {"1024", "67108864", " 2048 ", "+4096"};
+    char sql[128];
+
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        snprintf(sql, sizeof(sql), "SET outbox.max_envelope_bytes = '%s'", bad[i]);
+        harness_exec(conn, sql);
+        expect_setting_refused(good_enqueue, bad[i]);
+        expect_setting_refused(good_many, bad[i]);
+    }
+    cr_expect_eq(event_count(), 0);
+    for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+        snprintf(sql, sizeof(sql), "SET outbox.max_envelope_bytes = '%s'", good[i]);
+        harness_exec(conn, sql);
+        free(harness_scalar_text(conn, good_enqueue));
+    }
+    harness_exec(conn, "RESET outbox.max_envelope_bytes");
+    free(harness_scalar_text(conn, good_many));
+    cr_expect_eq(event_count(), 6, "in-range values, and the default, still write");
 }
 
 /*
