@@ -195,8 +195,9 @@ obx_ctl_probe_notify(PGconn *conn, int wait_ms, int *heard, outbox_error *err)
     char channel[64], listen[96], notify[96], unlisten[96];
     outbox_status st;
 
-    /* Digits only: the channel needs no quoting. */
-    snprintf(channel, sizeof(channel), "outbox_doctor_%d", PQbackendPID(conn));
+    /* Digits only: the channel needs no quoting. Unsigned: behind PgBouncer the "pid" is
+     * the pooler's random cancel key, negative half the time. */
+    snprintf(channel, sizeof(channel), "outbox_doctor_%u", (unsigned)PQbackendPID(conn));
     snprintf(listen, sizeof(listen), "LISTEN %s", channel);
     snprintf(notify, sizeof(notify), "NOTIFY %s", channel);
     snprintf(unlisten, sizeof(unlisten), "UNLISTEN %s", channel);
