@@ -179,18 +179,20 @@ typedef outbox_handler_result (*outbox_ext_handler_fn)(void *ctx, const outbox_d
  * from any thread. New ones may be added at the end in a minor release.
  */
 typedef enum outbox_consumer_stat_id {
-    OUTBOX_CONSUMER_FETCHED,       /* messages received */
-    OUTBOX_CONSUMER_HANDLED,       /* handler runs that returned DONE */
-    OUTBOX_CONSUMER_SKIPPED,       /* already done (redeliveries, republishes) */
-    OUTBOX_CONSUMER_DEFERRED,      /* claim held elsewhere or backing off: redelivered later */
-    OUTBOX_CONSUMER_FAILED,        /* handler failures (attempts spent) */
-    OUTBOX_CONSUMER_RETRIED,       /* RETRY results (no attempt spent) */
-    OUTBOX_CONSUMER_DEAD,          /* dead-lettered (event, handler) pairs */
-    OUTBOX_CONSUMER_LEDGER_ERRORS, /* ledger unavailable: redelivered, nothing spent */
-    OUTBOX_CONSUMER_DATABASE_UP,   /* 1 while the database answers */
-    OUTBOX_CONSUMER_BROKER_UP,     /* 1 while the feed's server answers */
-    OUTBOX_CONSUMER_CLAIMS,        /* ledger claims made (an event, a handler) */
-    OUTBOX_CONSUMER_CONFLICTS,     /* claims found held by another replica: deferred */
+    OUTBOX_CONSUMER_FETCHED,        /* messages received */
+    OUTBOX_CONSUMER_HANDLED,        /* handler runs that returned DONE */
+    OUTBOX_CONSUMER_SKIPPED,        /* already done (redeliveries, republishes) */
+    OUTBOX_CONSUMER_DEFERRED,       /* claim held elsewhere or backing off: redelivered later */
+    OUTBOX_CONSUMER_FAILED,         /* handler failures (attempts spent) */
+    OUTBOX_CONSUMER_RETRIED,        /* RETRY results (no attempt spent) */
+    OUTBOX_CONSUMER_DEAD,           /* dead-lettered (event, handler) pairs */
+    OUTBOX_CONSUMER_LEDGER_ERRORS,  /* ledger unavailable: redelivered, nothing spent */
+    OUTBOX_CONSUMER_DATABASE_UP,    /* 1 while the database answers */
+    OUTBOX_CONSUMER_BROKER_UP,      /* 1 while the feed's server answers */
+    OUTBOX_CONSUMER_CLAIMS,         /* ledger claims made (an event, a handler) */
+    OUTBOX_CONSUMER_CONFLICTS,      /* claims found held by another replica: deferred */
+    OUTBOX_CONSUMER_OUTAGE_RETRIES, /* handler runs given back: the database failed under them */
+    OUTBOX_CONSUMER_CLAIMS_LOST,    /* external runs stopped or dropped: their claim was lost */
 } outbox_consumer_stat_id;
 
 typedef enum outbox_consumer_histogram_id {

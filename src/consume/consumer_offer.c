@@ -196,12 +196,20 @@ delivery_of(const struct offer *o, size_t k)
                                     .attempts = o->claims[k].attempts};
 }
 
+/*
+ * A failure's reason is kept for the ledger. A run given back because the
+ * database failed under it spends nothing, so it is counted and its reason
+ * kept for the consumer's log: an outage that lasts must show.
+ */
 static void
 keep_reason(struct offer *o, size_t k, const outbox_error *herr)
 {
     if (o->results[k] == OUTBOX_HANDLER_FAIL) {
         snprintf(o->reasons[k], sizeof(o->reasons[k]), "%s",
                  herr->message[0] ? herr->message : "handler failed");
+    } else if (o->results[k] == OUTBOX_HANDLER_RETRY && herr->code == OUTBOX_EUNAVAILABLE) {
+        o->tally->outages++;
+        snprintf(o->tally->outage_reason, sizeof(o->tally->outage_reason), "%.200s", herr->message);
     }
 }
 

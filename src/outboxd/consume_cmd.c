@@ -182,6 +182,10 @@ static const struct obx_metric_def consumer_counters[] = {
      "deliveries redelivered because the ledger was away"},
     {OUTBOX_CONSUMER_CLAIMS, "claims", "ledger claims made (an event for a handler)"},
     {OUTBOX_CONSUMER_CONFLICTS, "conflicts", "claims found held by another replica (deferred)"},
+    {OUTBOX_CONSUMER_OUTAGE_RETRIES, "outage_retries",
+     "handler runs given back because the database failed under them (no attempt spent)"},
+    {OUTBOX_CONSUMER_CLAIMS_LOST, "claims_lost",
+     "exec handler runs stopped because their claim was lost (no attempt spent)"},
 };
 
 static const struct obx_metric_def consumer_histograms[] = {
