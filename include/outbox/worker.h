@@ -155,6 +155,15 @@ OUTBOX_API const char *outbox_delivery_subject(const outbox_delivery *d);
 OUTBOX_API const char *outbox_delivery_envelope(const outbox_delivery *d, size_t *len);
 /* Failures of this handler for this event so far (0 on the first try). */
 OUTBOX_API int outbox_delivery_attempts(const outbox_delivery *d);
+/*
+ * 1 once an external handler must stop: its claim was taken over, or could
+ * not be renewed and may run out before the next renewal (the consumer
+ * renews it every third of OUTBOX_LEDGER_LEASE_SECONDS while the handler
+ * runs). A handler that may outlast the lease polls it and returns at
+ * once; its result is then not recorded and spends no attempt. Always 0
+ * for transactional handlers, whose claim the transaction holds.
+ */
+OUTBOX_API int outbox_delivery_claim_lost(const outbox_delivery *d);
 
 /*
  * A transactional handler: `conn` is inside the ledger's transaction, so

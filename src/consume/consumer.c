@@ -281,8 +281,11 @@ static void
 offer_to_handlers(struct outbox_consumer *c, struct obx_feed_batch *b, struct obx_msg_verdict *v)
 {
     for (int h = 0; h < c->handler_count; h++) {
-        struct obx_offer_env env = {
-            .ledger = c->ledger, .feed = c->feed, .cfg = &c->w.cfg, .jitter_seed = &c->jitter_seed};
+        struct obx_offer_env env = {.ledger = c->ledger,
+                                    .feed = c->feed,
+                                    .cfg = &c->w.cfg,
+                                    .jitter_seed = &c->jitter_seed,
+                                    .keeper = c->keeper};
         struct obx_offer_tally tally = {0};
         outbox_error err = {0};
         outbox_status st;
@@ -496,6 +499,26 @@ run_loop(struct outbox_consumer *c)
     }
 }
 
+/*
+ * External handlers run between a committed claim and its done mark, so
+ * their claims must be renewed while they run (claim_keeper.h); the
+ * transactional ones hold theirs in the open transaction.
+ */
+static void
+start_keeper(struct outbox_consumer *c)
+{
+    struct obx_store_options so = {.conninfo = c->w.cfg.database_url,
+                                   .schema = c->w.cfg.schema,
+                                   .application_name = "outboxd-claim-keeper"};
+
+    for (int h = 0; h < c->handler_count; h++) {
+        if (c->handlers[h].kind == OBX_HANDLER_EXT) {
+            c->keeper = obx_claim_keeper_start(&so);
+            return;
+        }
+    }
+}
+
 outbox_status
 outbox_consumer_new(const outbox_config *cfg, outbox_consumer **out, outbox_error *err)
 {
@@ -550,7 +573,10 @@ outbox_consumer_run(outbox_consumer *c, outbox_error *err)
     obx_log(OUTBOX_LOG_INFO, "consumer starting consumer=%s bus=%s handlers=%d batch_size=%lld",
             c->w.name, c->w.cfg.bus == OUTBOX_BUS_DB ? "db" : "jetstream", c->handler_count,
             c->w.cfg.batch_size);
+    start_keeper(c);
     run_loop(c);
+    obx_claim_keeper_stop(c->keeper);
+    c->keeper = NULL;
     obx_ledger_close(c->ledger);
     c->ledger = NULL;
     c->db.up = 0;

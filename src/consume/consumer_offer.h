@@ -8,6 +8,7 @@
 #ifndef OBX_CONSUMER_OFFER_H
 #define OBX_CONSUMER_OFFER_H
 
+#include "claim_keeper.h"
 #include "config/settings.h"
 #include "delivery.h"
 #include "feed/feed.h"
@@ -20,7 +21,8 @@ struct obx_offer_env {
     struct obx_ledger *ledger;
     struct obx_feed *feed;
     const struct obx_config *cfg;
-    unsigned int *jitter_seed; /* rand_r() state of the consumer's run thread */
+    unsigned int *jitter_seed;       /* rand_r() state of the consumer's run thread */
+    struct obx_claim_keeper *keeper; /* renews external claims while they run; may be NULL */
 };
 
 /* What an offer did, for the consumer's counters. */
