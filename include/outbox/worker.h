@@ -155,6 +155,15 @@ OUTBOX_API const char *outbox_delivery_subject(const outbox_delivery *d);
 OUTBOX_API const char *outbox_delivery_envelope(const outbox_delivery *d, size_t *len);
 /* Failures of this handler for this event so far (0 on the first try). */
 OUTBOX_API int outbox_delivery_attempts(const outbox_delivery *d);
+/*
+ * 1 once an external handler must stop: its claim was taken over, or could
+ * not be renewed and may run out before the next renewal (the consumer
+ * renews it every third of OUTBOX_LEDGER_LEASE_SECONDS while the handler
+ * runs). A handler that may outlast the lease polls it and returns at
+ * once; its result is then not recorded and spends no attempt. Always 0
+ * for transactional handlers, whose claim the transaction holds.
+ */
+OUTBOX_API int outbox_delivery_claim_lost(const outbox_delivery *d);
 
 /*
  * A transactional handler: `conn` is inside the ledger's transaction, so
@@ -179,18 +188,20 @@ typedef outbox_handler_result (*outbox_ext_handler_fn)(void *ctx, const outbox_d
  * from any thread. New ones may be added at the end in a minor release.
  */
 typedef enum outbox_consumer_stat_id {
-    OUTBOX_CONSUMER_FETCHED,       /* messages received */
-    OUTBOX_CONSUMER_HANDLED,       /* handler runs that returned DONE */
-    OUTBOX_CONSUMER_SKIPPED,       /* already done (redeliveries, republishes) */
-    OUTBOX_CONSUMER_DEFERRED,      /* claim held elsewhere or backing off: redelivered later */
-    OUTBOX_CONSUMER_FAILED,        /* handler failures (attempts spent) */
-    OUTBOX_CONSUMER_RETRIED,       /* RETRY results (no attempt spent) */
-    OUTBOX_CONSUMER_DEAD,          /* dead-lettered (event, handler) pairs */
-    OUTBOX_CONSUMER_LEDGER_ERRORS, /* ledger unavailable: redelivered, nothing spent */
-    OUTBOX_CONSUMER_DATABASE_UP,   /* 1 while the database answers */
-    OUTBOX_CONSUMER_BROKER_UP,     /* 1 while the feed's server answers */
-    OUTBOX_CONSUMER_CLAIMS,        /* ledger claims made (an event, a handler) */
-    OUTBOX_CONSUMER_CONFLICTS,     /* claims found held by another replica: deferred */
+    OUTBOX_CONSUMER_FETCHED,        /* messages received */
+    OUTBOX_CONSUMER_HANDLED,        /* handler runs that returned DONE */
+    OUTBOX_CONSUMER_SKIPPED,        /* already done (redeliveries, republishes) */
+    OUTBOX_CONSUMER_DEFERRED,       /* claim held elsewhere or backing off: redelivered later */
+    OUTBOX_CONSUMER_FAILED,         /* handler failures (attempts spent) */
+    OUTBOX_CONSUMER_RETRIED,        /* RETRY results (no attempt spent) */
+    OUTBOX_CONSUMER_DEAD,           /* dead-lettered (event, handler) pairs */
+    OUTBOX_CONSUMER_LEDGER_ERRORS,  /* ledger unavailable: redelivered, nothing spent */
+    OUTBOX_CONSUMER_DATABASE_UP,    /* 1 while the database answers */
+    OUTBOX_CONSUMER_BROKER_UP,      /* 1 while the feed's server answers */
+    OUTBOX_CONSUMER_CLAIMS,         /* ledger claims made (an event, a handler) */
+    OUTBOX_CONSUMER_CONFLICTS,      /* claims found held by another replica: deferred */
+    OUTBOX_CONSUMER_OUTAGE_RETRIES, /* handler runs given back: the database failed under them */
+    OUTBOX_CONSUMER_CLAIMS_LOST,    /* external runs stopped or dropped: their claim was lost */
 } outbox_consumer_stat_id;
 
 typedef enum outbox_consumer_histogram_id {

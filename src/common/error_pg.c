@@ -13,10 +13,15 @@
 #include "banned.h" /* last: poisons unsafe functions */
 
 /*
- * SQLSTATEs that mean "the server is going away or cannot serve now":
- * connection errors (08), out of resources (53), shutdown (57P01-03), and
- * our own statement_timeout (57014) and lock_timeout (55P03). Retrying later
- * is right for all of them, and none may spend an attempt.
+ * SQLSTATEs that mean "the server cannot serve now" whatever the statement:
+ * out of resources (53), shutdown (57P01-03), and our own statement_timeout
+ * (57014) and lock_timeout (55P03). Retrying later is right for all of
+ * them, and none may spend an attempt. Class 08 (connection exception) is
+ * not among them: it names a failure only when the connection is gone
+ * (connection_lost), and on a live connection it is the statement's own
+ * fault - 08P01 for a statement bound with the wrong number of parameters,
+ * 08001 from dblink or postgres_fdw reaching another server - which must
+ * not be retried forever as if the database were away.
  */
 static int
 sqlstate_is_transient(const char *sqlstate)
@@ -24,10 +29,23 @@ sqlstate_is_transient(const char *sqlstate)
     if (sqlstate == NULL || strlen(sqlstate) != 5) {
         return 0;
     }
-    return strncmp(sqlstate, "08", 2) == 0 || strncmp(sqlstate, "53", 2) == 0 ||
-           strcmp(sqlstate, "57P01") == 0 || strcmp(sqlstate, "57P02") == 0 ||
-           strcmp(sqlstate, "57P03") == 0 || strcmp(sqlstate, "57014") == 0 ||
-           strcmp(sqlstate, "55P03") == 0;
+    return strncmp(sqlstate, "53", 2) == 0 || strcmp(sqlstate, "57P01") == 0 ||
+           strcmp(sqlstate, "57P02") == 0 || strcmp(sqlstate, "57P03") == 0 ||
+           strcmp(sqlstate, "57014") == 0 || strcmp(sqlstate, "55P03") == 0;
+}
+
+/*
+ * The session is over: no connection, libpq saw it break, or the server
+ * ended it (a FATAL or PANIC error closes the session, and libpq may not
+ * have read the end of the socket yet).
+ */
+static int
+connection_lost(PGconn *conn, const PGresult *res)
+{
+    const char *severity = res ? PQresultErrorField(res, PG_DIAG_SEVERITY_NONLOCALIZED) : NULL;
+
+    return conn == NULL || PQstatus(conn) != CONNECTION_OK ||
+           (severity != NULL && (strcmp(severity, "FATAL") == 0 || strcmp(severity, "PANIC") == 0));
 }
 
 /* libpq messages end in a newline; ours never do. */
@@ -48,7 +66,7 @@ obx_fail_pg(outbox_error *err, PGconn *conn, const PGresult *res, const char *do
     const char *reason = res ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : NULL;
     outbox_status code = OUTBOX_EDB;
 
-    if (conn == NULL || PQstatus(conn) == CONNECTION_BAD || sqlstate_is_transient(sqlstate)) {
+    if (connection_lost(conn, res) || sqlstate_is_transient(sqlstate)) {
         code = OUTBOX_EUNAVAILABLE;
     }
     if (err == NULL || err->code != OUTBOX_OK) {
@@ -71,7 +89,7 @@ obx_fail_pg_handler(outbox_error *err, PGconn *conn, const PGresult *res, const 
 {
     const char *sqlstate = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
     outbox_status status = obx_fail_pg(err, conn, res, doing);
-    int timed_out = sqlstate != NULL && PQstatus(conn) == CONNECTION_OK &&
+    int timed_out = sqlstate != NULL && !connection_lost(conn, res) &&
                     (strcmp(sqlstate, "57014") == 0 || strcmp(sqlstate, "55P03") == 0);
 
     if (status == OUTBOX_EDB || (status == OUTBOX_EUNAVAILABLE && timed_out)) {

@@ -11,12 +11,14 @@
 #include "outbox/outbox.h"
 
 /*
- * Classifies a failed libpq call by meaning: a lost connection, or a
- * SQLSTATE of class 08 (connection), 57P01-57P03 (shutdown), 53 (out of
- * resources), 57014 (statement timeout) or 55P03 (lock timeout), is
- * OUTBOX_EUNAVAILABLE (retry later, spend no attempt);
- * anything else the server answered is OUTBOX_EDB with its SQLSTATE. `res`
- * may be NULL when libpq ran out of memory.
+ * Classifies a failed libpq call by what failed: the connection (none,
+ * broken, or ended by a FATAL error), or a SQLSTATE that says the server
+ * cannot serve now - 57P01-57P03 (shutdown), 53 (out of resources), 57014
+ * (statement timeout) or 55P03 (lock timeout) - is OUTBOX_EUNAVAILABLE
+ * (retry later, spend no attempt); anything else the server answered on a
+ * live connection, class 08 included (08P01: a bind with the wrong number
+ * of parameters), is OUTBOX_EDB with its SQLSTATE. `res` may be NULL when
+ * libpq ran out of memory.
  */
 outbox_status obx_fail_pg(outbox_error *err, PGconn *conn, const PGresult *res, const char *doing);
 

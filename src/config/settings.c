@@ -154,7 +154,8 @@ const struct obx_setting obx_settings[] = {
     INT("OUTBOX_LEASE_SECONDS", lease_seconds, R | C, "60", 1, 3600,
         "relay and DB-feed lease; another replica takes rows over after it"),
     INT("OUTBOX_LEDGER_LEASE_SECONDS", ledger_lease_seconds, C, "1800", 1, 86400,
-        "consumer claim lease; a claim older than this is taken over"),
+        "consumer claim lease; renewed every third of itself while an exec: handler runs; below "
+        "OUTBOX_HANDLER_TIMEOUT_SECONDS it must be at least 2"),
     INT("OUTBOX_BATCH_SIZE", batch_size, R | C, "100", 1, 10000,
         "rows per lease (and messages per fetch)"),
     STR("OUTBOX_STREAM", stream, R | C, "EVENTS", stream_name_check, "JetStream stream name"),

@@ -27,7 +27,8 @@ enum {
     MAINTENANCE_EVERY_MS = 5 * 60 * 1000,
     PRUNE_BATCH_ROWS = 1000,
     PRUNE_BATCHES_PER_PASS = 20,
-    SAMPLE_EVERY_MS = 10000, /* the dead-letter gauges' sample period */
+    SAMPLE_EVERY_MS = 10000,     /* the dead-letter gauges' sample period */
+    OUTAGE_LOG_EVERY_MS = 60000, /* a handler outage that lasts is logged again this often */
 };
 
 /* The ledger's connection broke: the next turn reconnects it. */
@@ -209,10 +210,42 @@ redeliver_all(struct obx_feed_batch *b, struct obx_msg_verdict *v)
 }
 
 /*
- * Every handler, in registration order; a ledger outage stops the rest for
- * this batch. An offer that failed part way may have left events it had
- * freed but not settled: the whole batch is redelivered, never acked past them.
+ * Handler runs the database failed under spend nothing and come back, so
+ * only the log and outage_retries show them: at the first, then every
+ * OUTAGE_LOG_EVERY_MS while they go on, and once when runs go through again.
  */
+static void
+log_outage(struct outbox_consumer *c, int h, const struct obx_offer_tally *t)
+{
+    long long now = obx_monotonic_ms();
+
+    if (t->outages == 0) {
+        if (c->outage_since_ms != 0 && t->handled > 0) {
+            obx_log(OUTBOX_LOG_INFO,
+                    "handler runs go through again consumer=%s handler=%s after_seconds=%lld "
+                    "runs_given_back=%llu",
+                    c->w.name, c->handlers[h].name, (now - c->outage_since_ms) / 1000,
+                    c->outage_runs);
+            c->outage_since_ms = 0;
+        }
+        return;
+    }
+    if (c->outage_since_ms == 0) {
+        c->outage_since_ms = now;
+        c->outage_runs = 0;
+        c->outage_logged_ms = 0;
+    }
+    c->outage_runs += t->outages;
+    if (c->outage_logged_ms == 0 || now - c->outage_logged_ms >= OUTAGE_LOG_EVERY_MS) {
+        c->outage_logged_ms = now;
+        obx_log(OUTBOX_LOG_WARN,
+                "handler runs given back, the database failed under them (no attempt spent) "
+                "consumer=%s handler=%s for_seconds=%lld runs_given_back=%llu error=\"%s\"",
+                c->w.name, c->handlers[h].name, (now - c->outage_since_ms) / 1000, c->outage_runs,
+                t->outage_reason);
+    }
+}
+
 /* The offer's counts reach the statistics under one lock. */
 static void
 add_tally(struct outbox_consumer *c, int h, const struct obx_offer_tally *t)
@@ -227,8 +260,11 @@ add_tally(struct outbox_consumer *c, int h, const struct obx_offer_tally *t)
         {OUTBOX_CONSUMER_RETRIED, t->retried},
         {OUTBOX_CONSUMER_DEAD, t->dead},
         {OUTBOX_CONSUMER_LEDGER_ERRORS, t->ledger_errors},
+        {OUTBOX_CONSUMER_OUTAGE_RETRIES, t->outages},
+        {OUTBOX_CONSUMER_CLAIMS_LOST, t->lost},
     };
 
+    log_outage(c, h, t);
     obx_worker_count_all(&c->w, adds, sizeof(adds) / sizeof(adds[0]));
     pthread_mutex_lock(&c->w.stats_lock);
     c->handler_stats[h][OUTBOX_HANDLER_HANDLED] += t->handled;
@@ -236,12 +272,20 @@ add_tally(struct outbox_consumer *c, int h, const struct obx_offer_tally *t)
     pthread_mutex_unlock(&c->w.stats_lock);
 }
 
+/*
+ * Every handler, in registration order; a ledger outage stops the rest for
+ * this batch. An offer that failed part way may have left events it had
+ * freed but not settled: the whole batch is redelivered, never acked past them.
+ */
 static void
 offer_to_handlers(struct outbox_consumer *c, struct obx_feed_batch *b, struct obx_msg_verdict *v)
 {
     for (int h = 0; h < c->handler_count; h++) {
-        struct obx_offer_env env = {
-            .ledger = c->ledger, .feed = c->feed, .cfg = &c->w.cfg, .jitter_seed = &c->jitter_seed};
+        struct obx_offer_env env = {.ledger = c->ledger,
+                                    .feed = c->feed,
+                                    .cfg = &c->w.cfg,
+                                    .jitter_seed = &c->jitter_seed,
+                                    .keeper = c->keeper};
         struct obx_offer_tally tally = {0};
         outbox_error err = {0};
         outbox_status st;
@@ -455,6 +499,26 @@ run_loop(struct outbox_consumer *c)
     }
 }
 
+/*
+ * External handlers run between a committed claim and its done mark, so
+ * their claims must be renewed while they run (claim_keeper.h); the
+ * transactional ones hold theirs in the open transaction.
+ */
+static void
+start_keeper(struct outbox_consumer *c)
+{
+    struct obx_store_options so = {.conninfo = c->w.cfg.database_url,
+                                   .schema = c->w.cfg.schema,
+                                   .application_name = "outboxd-claim-keeper"};
+
+    for (int h = 0; h < c->handler_count; h++) {
+        if (c->handlers[h].kind == OBX_HANDLER_EXT) {
+            c->keeper = obx_claim_keeper_start(&so);
+            return;
+        }
+    }
+}
+
 outbox_status
 outbox_consumer_new(const outbox_config *cfg, outbox_consumer **out, outbox_error *err)
 {
@@ -509,7 +573,10 @@ outbox_consumer_run(outbox_consumer *c, outbox_error *err)
     obx_log(OUTBOX_LOG_INFO, "consumer starting consumer=%s bus=%s handlers=%d batch_size=%lld",
             c->w.name, c->w.cfg.bus == OUTBOX_BUS_DB ? "db" : "jetstream", c->handler_count,
             c->w.cfg.batch_size);
+    start_keeper(c);
     run_loop(c);
+    obx_claim_keeper_stop(c->keeper);
+    c->keeper = NULL;
     obx_ledger_close(c->ledger);
     c->ledger = NULL;
     c->db.up = 0;

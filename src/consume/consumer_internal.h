@@ -7,6 +7,7 @@
 #ifndef OBX_CONSUMER_INTERNAL_H
 #define OBX_CONSUMER_INTERNAL_H
 
+#include "claim_keeper.h"
 #include "config/settings.h"
 #include "consumer_test_hooks.h"
 #include "delivery.h"
@@ -17,7 +18,7 @@
 #include "support/worker.h"
 
 enum {
-    OBX_CONSUMER_STAT_COUNT = OUTBOX_CONSUMER_CONFLICTS + 1,
+    OBX_CONSUMER_STAT_COUNT = OUTBOX_CONSUMER_CLAIMS_LOST + 1,
     OBX_CONSUMER_HISTOGRAM_COUNT = OUTBOX_CONSUMER_BATCH_SECONDS + 1,
     OBX_HANDLER_STAT_COUNT = OUTBOX_HANDLER_DEAD_LETTERS + 1,
 };
@@ -28,12 +29,16 @@ struct outbox_consumer {
     struct obx_consumer_test_hooks hooks; /* tests only; all zero otherwise */
     struct obx_handler handlers[OBX_MAX_HANDLERS];
     int handler_count;
-    struct obx_ledger *ledger;     /* NULL until the database first answers; then reconnected */
-    struct obx_feed *feed;         /* NULL while its server is away */
-    long long next_maintenance_ms; /* monotonic time of the next ledger prune */
-    long long next_sample_ms;      /* monotonic time of the next dead-letter sample */
+    struct obx_ledger *ledger;       /* NULL until the database first answers; then reconnected */
+    struct obx_feed *feed;           /* NULL while its server is away */
+    struct obx_claim_keeper *keeper; /* with external handlers, while running; else NULL */
+    long long next_maintenance_ms;   /* monotonic time of the next ledger prune */
+    long long next_sample_ms;        /* monotonic time of the next dead-letter sample */
     unsigned long long handler_stats[OBX_MAX_HANDLERS][OBX_HANDLER_STAT_COUNT]; /* w.stats_lock */
-    unsigned int jitter_seed; /* rand_r() state, its own per replica; the run thread's */
+    unsigned int jitter_seed;       /* rand_r() state, its own per replica; the run thread's */
+    long long outage_since_ms;      /* monotonic start of handler runs given back; 0: none */
+    long long outage_logged_ms;     /* when that was last logged */
+    unsigned long long outage_runs; /* runs given back since outage_since_ms */
 };
 
 /* The rules of a consumer's configuration that need more than one setting. */

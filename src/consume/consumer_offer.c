@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/clock.h"
 #include "common/error.h"
 #include "consumer_offer.h"
 #include "envelope/subject.h"
@@ -196,23 +197,35 @@ delivery_of(const struct offer *o, size_t k)
                                     .attempts = o->claims[k].attempts};
 }
 
+/*
+ * A failure's reason is kept for the ledger. A run given back because the
+ * database failed under it spends nothing, so it is counted and its reason
+ * kept for the consumer's log: an outage that lasts must show.
+ */
 static void
 keep_reason(struct offer *o, size_t k, const outbox_error *herr)
 {
     if (o->results[k] == OUTBOX_HANDLER_FAIL) {
         snprintf(o->reasons[k], sizeof(o->reasons[k]), "%s",
                  herr->message[0] ? herr->message : "handler failed");
+    } else if (o->results[k] == OUTBOX_HANDLER_RETRY && herr->code == OUTBOX_EUNAVAILABLE) {
+        o->tally->outages++;
+        snprintf(o->tally->outage_reason, sizeof(o->tally->outage_reason), "%.200s", herr->message);
     }
 }
 
-/* Runs the handler for slot k; the result and a failure's reason are kept in `o`. */
+/*
+ * Runs the handler for slot k; the result and a failure's reason are kept
+ * in `o`. `watch`: an external run's claim renewal, which it can read.
+ */
 static void
-run_one(struct offer *o, size_t k, PGconn *conn)
+run_one(struct offer *o, size_t k, PGconn *conn, const struct obx_claim_watch *watch)
 {
     struct outbox_delivery d = delivery_of(o, k);
     const outbox_delivery *one[] = {&d};
     outbox_error herr = {0};
 
+    d.watch = watch;
     switch (o->h->kind) {
     case OBX_HANDLER_TX:
         o->results[k] = o->h->tx(o->h->ctx, conn, &d, &herr);
@@ -334,7 +347,7 @@ run_in_savepoints(struct offer *o, outbox_error *err)
         if (st != OUTBOX_OK) {
             break;
         }
-        run_one(o, k, conn);
+        run_one(o, k, conn, NULL);
         st = o->results[k] == OUTBOX_HANDLER_DONE
                  ? obx_ledger_release_savepoint(o->env->ledger, err)
                  : obx_ledger_rollback_to_savepoint(o->env->ledger, err);
@@ -402,7 +415,7 @@ run_optimistic(struct offer *o, int *clean, outbox_error *err)
     for (size_t k = 0; k < o->count && *clean; k++) {
         if (o->claims[k].state == OBX_CLAIM_RUN) {
             if (o->h->kind != OBX_HANDLER_SQL) {
-                run_one(o, k, conn);
+                run_one(o, k, conn, NULL);
             }
             *clean = o->results[k] == OUTBOX_HANDLER_DONE;
         }
@@ -468,16 +481,46 @@ offer_transactional(struct offer *o, outbox_error *err)
     return st;
 }
 
-/* One external run: keep the message alive, run, then record the outcome at once. */
+/*
+ * The claim was lost while the handler ran (taken over, or not renewed in
+ * time) and the handler stopped: not its failure, so nothing is recorded
+ * and no attempt spent. The release, guarded by the owner token, changes
+ * nothing if another replica owns the claim, and frees it at once if the
+ * keeper only could not reach the database.
+ */
 static outbox_status
-run_external(struct offer *o, size_t k, outbox_error *err)
+settle_lost(struct offer *o, size_t k, outbox_error *err)
 {
+    obx_log(OUTBOX_LOG_WARN,
+            "claim lost before done, handler stopped (no attempt spent) event_id=%s handler=%s",
+            o->events[k].event_id, o->h->name);
+    obx_verdict_nak(verdict(o, k), OBX_LEDGER_OUTAGE_RETRY_MS);
+    o->tally->lost += 1;
+    return obx_ledger_release(o->env->ledger, o->h->name, &o->events[k], &o->claims[k], 0, err);
+}
+
+/*
+ * One external run: keep the message alive, run while the keeper renews
+ * the claim (sent at `claimed_ms`), then record the outcome at once.
+ */
+static outbox_status
+run_external(struct offer *o, size_t k, long long claimed_ms, outbox_error *err)
+{
+    int lease = (int)o->env->cfg->ledger_lease_seconds;
     struct obx_claim one = o->claims[k];
+    struct obx_claim_watch watch;
     size_t marked = 0;
     outbox_error ferr = {0};
 
+    obx_claim_watch_init(&watch, claimed_ms, lease);
+    obx_claim_keeper_watch(o->env->keeper, o->h->name, &o->events[k], &o->claims[k], lease,
+                           claimed_ms, &watch);
     o->env->feed->ops->in_progress(o->env->feed, o->batch, o->msg_index[k], &ferr);
-    run_one(o, k, NULL);
+    run_one(o, k, NULL, &watch);
+    obx_claim_keeper_unwatch(o->env->keeper);
+    if (o->results[k] != OUTBOX_HANDLER_DONE && obx_claim_watch_lost(&watch)) {
+        return settle_lost(o, k, err);
+    }
     if (o->results[k] != OUTBOX_HANDLER_DONE) {
         return settle_unhandled(o, k, err);
     }
@@ -506,6 +549,9 @@ offer_external(struct offer *o, outbox_error *err)
     size_t k = 0;
 
     while (k < o->count) {
+        long long claimed_ms =
+            obx_monotonic_ms(); /* before the server's now(): see claim_keeper.c */
+
         st = obx_ledger_claim(o->env->ledger, o->h->name, &o->events[k], 1,
                               o->env->cfg->ledger_lease_seconds, CLAIM_LOCK_WAIT_MS, &o->claims[k],
                               err);
@@ -513,7 +559,8 @@ offer_external(struct offer *o, outbox_error *err)
             break; /* slot k is not claimed: its state is still RUN, so it is redelivered */
         }
         apply_claim_states_in(o, k, k + 1);
-        if (o->claims[k].state == OBX_CLAIM_RUN && (st = run_external(o, k, err)) != OUTBOX_OK) {
+        if (o->claims[k].state == OBX_CLAIM_RUN &&
+            (st = run_external(o, k, claimed_ms, err)) != OUTBOX_OK) {
             break; /* slot k's outcome was not recorded: it is redelivered with the rest */
         }
         k++;

@@ -8,6 +8,7 @@
 #ifndef OBX_CONSUMER_OFFER_H
 #define OBX_CONSUMER_OFFER_H
 
+#include "claim_keeper.h"
 #include "config/settings.h"
 #include "delivery.h"
 #include "feed/feed.h"
@@ -20,7 +21,8 @@ struct obx_offer_env {
     struct obx_ledger *ledger;
     struct obx_feed *feed;
     const struct obx_config *cfg;
-    unsigned int *jitter_seed; /* rand_r() state of the consumer's run thread */
+    unsigned int *jitter_seed;       /* rand_r() state of the consumer's run thread */
+    struct obx_claim_keeper *keeper; /* renews external claims while they run; may be NULL */
 };
 
 /* What an offer did, for the consumer's counters. */
@@ -28,6 +30,9 @@ struct obx_offer_tally {
     unsigned long long handled, skipped, deferred, failed, retried, dead, ledger_errors;
     unsigned long long claims;    /* claims made through the ledger */
     unsigned long long conflicts; /* of those, held by another replica */
+    unsigned long long outages;   /* runs given back: the database failed under them */
+    unsigned long long lost;      /* external runs whose claim was lost while they ran */
+    char outage_reason[256];      /* the last of those outages, for the log */
 };
 
 /*

@@ -5,6 +5,8 @@
  */
 #include "delivery.h"
 
+#include "claim_keeper.h"
+
 #include "common/banned.h" /* last: poisons unsafe functions */
 
 void
@@ -41,4 +43,10 @@ int
 outbox_delivery_attempts(const outbox_delivery *d)
 {
     return d->attempts;
+}
+
+int
+outbox_delivery_claim_lost(const outbox_delivery *d)
+{
+    return d->watch != NULL && obx_claim_watch_lost(d->watch);
 }

@@ -23,10 +23,13 @@ struct obx_msg_verdict {
     long long nak_delay_ms;   /* the soonest of those */
 };
 
+struct obx_claim_watch;
+
 struct outbox_delivery {
     const struct obx_feed_msg *msg; /* borrowed from the batch */
     const char *event_id;           /* the envelope's id, borrowed */
     int attempts;
+    const struct obx_claim_watch *watch; /* external runs: their claim's renewal; else NULL */
 };
 
 /* The redelivery delay after a ledger failure; it spends no attempt. */

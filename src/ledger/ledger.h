@@ -143,6 +143,16 @@ outbox_status obx_ledger_release(struct obx_ledger *ledger, const char *handler,
                                  const struct obx_claim *claim, int delay_ms, outbox_error *err);
 
 /*
+ * Extends a RUN claim to `lease_seconds` from now (database time) while its
+ * external handler runs, guarded by the owner token. `*held` is 0 when no
+ * row changed: the claim is no longer this owner's, and its handler must
+ * stop. Call it outside a transaction (a claim keeper's own connection).
+ */
+outbox_status obx_ledger_renew(struct obx_ledger *ledger, const char *handler,
+                               const struct obx_ledger_event *event, const struct obx_claim *claim,
+                               int lease_seconds, int *held, outbox_error *err);
+
+/*
  * Runs one handler statement inside the current transaction with $1 = the
  * envelope (jsonb). A failure is returned as OUTBOX_EREJECTED with the
  * server's message (the handler failed) unless the connection broke

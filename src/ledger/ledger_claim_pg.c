@@ -445,3 +445,38 @@ obx_ledger_release(struct obx_ledger *ledger, const char *handler,
     PQclear(res);
     return status;
 }
+
+outbox_status
+obx_ledger_renew(struct obx_ledger *ledger, const char *handler,
+                 const struct obx_ledger_event *event, const struct obx_claim *claim,
+                 int lease_seconds, int *held, outbox_error *err)
+{
+    char lease_text[16];
+    const char *params[] = {NULL, handler, NULL, lease_text};
+    PGresult *res;
+    outbox_status status;
+
+    obx_error_reset(err);
+    *held = 0;
+    status = check_owned("renew", handler, event, claim, err);
+    if (status == OUTBOX_OK && lease_seconds < 1) {
+        status =
+            obx_fail(err, OUTBOX_EINVAL, "renew: lease_seconds %d must be >= 1", lease_seconds);
+    }
+    if (status == OUTBOX_OK) {
+        status = obx_pg_session_require(&ledger->pg, err);
+    }
+    if (status != OUTBOX_OK) {
+        return status;
+    }
+    snprintf(lease_text, sizeof(lease_text), "%d", lease_seconds);
+    params[0] = event->event_id;
+    params[2] = claim->owner_token;
+    res = obx_pg_session_exec(&ledger->pg, OBX_LEDGER_RENEW, params, 4);
+    status = obx_pg_session_check(&ledger->pg, res, "renew", err);
+    if (status == OUTBOX_OK) {
+        *held = strtol(PQcmdTuples(res), NULL, 10) > 0;
+    }
+    PQclear(res);
+    return status;
+}

@@ -39,6 +39,7 @@ static const char *const sql_templates[OBX_LEDGER_SQL_COUNT] = {
     [OBX_LEDGER_PRUNE] = obx_sql_ledger_prune,
     [OBX_LEDGER_DEAD_COUNTS] = obx_sql_ledger_dead_counts,
     [OBX_LEDGER_REGISTER] = obx_sql_ledger_register_handlers,
+    [OBX_LEDGER_RENEW] = obx_sql_ledger_renew,
 };
 
 void

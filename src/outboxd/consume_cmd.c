@@ -18,7 +18,10 @@
 
 extern char **environ;
 
-enum { MAX_SPECS = 32 };
+enum {
+    MAX_SPECS = 32,
+    MIN_RENEWED_LEASE_SECONDS = 2, /* see lease_covers_timeout */
+};
 
 struct consume {
     struct obx_handler_spec specs[MAX_SPECS];
@@ -135,6 +138,34 @@ collect_specs(struct consume *w, int argc, char **argv, long timeout_seconds)
     return 0;
 }
 
+/*
+ * An exec: handler runs on a committed claim. A lease at least the handler
+ * timeout outlasts any run; a shorter one is renewed every third of itself
+ * while the handler runs, and the handler is killed when two thirds pass
+ * without a confirmed renewal. At 1 s that leaves a renewal a third of a
+ * second: a busy database would stop handlers for nothing. So a lease below
+ * the timeout must be at least MIN_RENEWED_LEASE_SECONDS.
+ */
+static int
+lease_covers_timeout(const struct consume *w, const struct obx_config *cfg)
+{
+    int has_exec = 0;
+
+    for (int i = 0; i < w->count; i++) {
+        has_exec |= w->specs[i].kind != OBX_SPEC_SQL;
+    }
+    if (!has_exec || cfg->ledger_lease_seconds >= cfg->handler_timeout_seconds ||
+        cfg->ledger_lease_seconds >= MIN_RENEWED_LEASE_SECONDS) {
+        return 1;
+    }
+    fprintf(stderr,
+            "outboxd consume: OUTBOX_LEDGER_LEASE_SECONDS=%lld cannot cover "
+            "OUTBOX_HANDLER_TIMEOUT_SECONDS=%lld: a lease shorter than the exec: handlers' timeout "
+            "is renewed while they run and must be at least %d s\n",
+            cfg->ledger_lease_seconds, cfg->handler_timeout_seconds, MIN_RENEWED_LEASE_SECONDS);
+    return 0;
+}
+
 static int
 register_handlers(struct consume *w)
 {
@@ -182,6 +213,10 @@ static const struct obx_metric_def consumer_counters[] = {
      "deliveries redelivered because the ledger was away"},
     {OUTBOX_CONSUMER_CLAIMS, "claims", "ledger claims made (an event for a handler)"},
     {OUTBOX_CONSUMER_CONFLICTS, "conflicts", "claims found held by another replica (deferred)"},
+    {OUTBOX_CONSUMER_OUTAGE_RETRIES, "outage_retries",
+     "handler runs given back because the database failed under them (no attempt spent)"},
+    {OUTBOX_CONSUMER_CLAIMS_LOST, "claims_lost",
+     "external handler runs stopped because their claim was lost (no attempt spent)"},
 };
 
 static const struct obx_metric_def consumer_histograms[] = {
@@ -248,7 +283,8 @@ obx_cmd_consume(const struct obx_config *cfg, int argc, char **argv)
     outbox_error err = {0};
     int code = 2;
 
-    if (collect_specs(&w, argc, argv, cfg->handler_timeout_seconds) == 0) {
+    if (collect_specs(&w, argc, argv, cfg->handler_timeout_seconds) == 0 &&
+        lease_covers_timeout(&w, cfg)) {
         if (consumer_new(cfg, &w.consumer, &err) != OUTBOX_OK) {
             fprintf(stderr, "outboxd consume: %s\n", err.message);
         } else if (register_handlers(&w) == 0) {

@@ -6,7 +6,9 @@
  * ended by SIGTERM, SIGINT or SIGHUP: retry later, no attempt spent;
  * anything else, or running past the timeout: failed, with the end of its
  * stderr as the reason. It runs in its own process group, between a
- * committed claim and the done mark: at least once.
+ * committed claim and the done mark: at least once. If the claim is lost
+ * while it runs (outbox_delivery_claim_lost) its group is killed at once,
+ * before another replica can take the claim over and run it too.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -160,15 +162,27 @@ pump_once(struct child *ch, const char *body, size_t len, size_t *written)
     }
 }
 
+/* Kills the child's whole group (a pipeline's other commands too) and reaps it. */
+static void
+kill_group(struct child *ch, int *status)
+{
+    kill(-ch->pid, SIGKILL);
+    while (waitpid(ch->pid, status, 0) < 0 && errno == EINTR) {
+    }
+}
+
 /*
  * Writes the envelope and reads stderr together (neither pipe can fill and
- * stall) until the child exits. Returns 0 with its status, or -1 past the
- * deadline (the child is then killed and reaped).
+ * stall) until the child exits. Returns 0 with its status, -1 past the
+ * deadline or -2 once the claim is lost (the child is then killed and
+ * reaped: the pipes are polled every 50 ms, so it stops well inside the
+ * third of the lease the keeper leaves).
  */
 static int
-pump(struct child *ch, const char *body, size_t len, long long deadline_ms, int *status)
+pump(struct child *ch, const outbox_delivery *d, long long deadline_ms, int *status)
 {
-    size_t written = 0;
+    size_t written = 0, len = 0;
+    const char *body = outbox_delivery_envelope(d, &len);
 
     for (;;) {
         pid_t done = waitpid(ch->pid, status, WNOHANG);
@@ -176,10 +190,12 @@ pump(struct child *ch, const char *body, size_t len, long long deadline_ms, int 
         if (done == ch->pid || (done < 0 && errno != EINTR)) {
             break;
         }
+        if (outbox_delivery_claim_lost(d)) {
+            kill_group(ch, status);
+            return -2;
+        }
         if (obx_monotonic_ms() >= deadline_ms) {
-            kill(-ch->pid, SIGKILL); /* its whole group: a pipeline's other commands too */
-            while (waitpid(ch->pid, status, 0) < 0 && errno == EINTR) {
-            }
+            kill_group(ch, status);
             return -1;
         }
         pump_once(ch, body, len, &written);
@@ -222,23 +238,25 @@ obx_exec_handler(void *ctx, const outbox_delivery *d, outbox_error *err)
 {
     const struct obx_exec_handler *h = ctx;
     struct child ch = {.pid = -1, .in_fd = -1, .err_fd = -1};
-    size_t len = 0;
-    const char *body = outbox_delivery_envelope(d, &len);
-    int status = 0, timed_out;
+    int status = 0, ended;
 
     if (spawn(h->command, d, &ch) != 0) {
         obx_fail(err, OUTBOX_EREJECTED, "exec handler could not start /bin/sh: %s",
                  strerror(errno));
         return OUTBOX_HANDLER_FAIL;
     }
-    timed_out = pump(&ch, body, len, obx_monotonic_ms() + h->timeout_ms, &status) != 0;
+    ended = pump(&ch, d, obx_monotonic_ms() + h->timeout_ms, &status);
     if (ch.in_fd >= 0) {
         close(ch.in_fd);
     }
     if (ch.err_fd >= 0) {
         close(ch.err_fd);
     }
-    if (timed_out) {
+    if (ended == -2) {
+        obx_fail(err, OUTBOX_ECONFLICT, "exec handler stopped: its claim was lost");
+        return OUTBOX_HANDLER_RETRY; /* the consumer records nothing and spends no attempt */
+    }
+    if (ended == -1) {
         obx_fail(err, OUTBOX_EREJECTED, "exec handler ran longer than %d ms: %s", h->timeout_ms,
                  ch.tail);
         return OUTBOX_HANDLER_FAIL;

@@ -581,3 +581,35 @@ Test(consume_failures, an_exec_handler_past_its_timeout_fails_and_its_whole_grou
     HARNESS_WAIT_UNTIL(process_gone(pid), 5000);
     consume_group_fini(&g);
 }
+
+/*
+ * A SQL handler whose every run fails on a live connection with a class 08
+ * SQLSTATE (08P01: its statement takes $2, the consumer binds only $1) is
+ * the handler's failure, not an outage: attempts are spent and it is
+ * dead-lettered at OUTBOX_MAX_ATTEMPTS with the server's reason, instead of
+ * being given back forever without a word.
+ */
+Test(consume_failures, a_sql_handler_failing_with_08p01_on_a_live_connection_is_dead_lettered)
+{
+    enum { EVENTS = 2, MAX_ATTEMPTS = 2 };
+    const char *const handlers[] = {
+        "twoparams=sql:select $2",
+        NULL,
+    };
+    struct harness_proc consumer;
+    struct consume_group g;
+
+    consume_group_init(&g, "db", "BIND", dir);
+    relay_env_set_int(&g.env, "OUTBOX_MAX_ATTEMPTS", MAX_ATTEMPTS);
+    relay_env_set(&g.env, "OUTBOX_BACKOFF_BASE_MS", "100");
+    relay_test_enqueue(conn, EVENTS);
+    consume_test_start(&consumer, &g.env, "bind-1", handlers);
+    HARNESS_WAIT_UNTIL(
+        harness_scalar_ll(conn, "SELECT count(*) FROM outbox.dead_letters") == EVENTS, 30000);
+    consume_test_stop(&consumer, 10000);
+    cr_assert_eq(harness_scalar_ll(conn, "SELECT count(*) FROM outbox.dead_letters "
+                                         "WHERE handler = 'twoparams' AND attempts = 2 "
+                                         "AND reason LIKE '%bind message supplies 1 parameters%'"),
+                 EVENTS, "each event must be dead after exactly max attempts, with the reason");
+    consume_group_fini(&g);
+}
