@@ -11,6 +11,7 @@
 
 #include "fleet/fleet.h"
 #include "outbox/worker.h"
+#include "support/logfmt.h"
 
 #include "common/banned.h" /* last: poisons unsafe functions */
 
@@ -38,17 +39,22 @@ write_line(void *ctx, outbox_log_level level, const char *line)
     struct timespec now;
     struct tm tm;
     char stamp[40];
-    /* A fleet's threads serve one database each: every line they write names it. */
+    /* A fleet's threads serve one database each: every line they write names it, unless
+     * it has a database field of its own (a value holding " database=" is quoted, and
+     * is no field). */
     const char *database = obx_fleet_thread_database();
-    int label = database != NULL && strstr(line, " database=") == NULL;
+    char label[300] = "";
 
     (void)ctx;
+    if (database != NULL && !obx_logfmt_has_key(line, "database")) {
+        obx_logfmt_format(label, sizeof(label), " database=%s", database);
+    }
     clock_gettime(CLOCK_REALTIME, &now);
     gmtime_r(&now.tv_sec, &tm);
     strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%S", &tm);
     pthread_mutex_lock(&write_lock);
-    fprintf(stderr, "%s.%03ldZ level=%s %s%s%s\n", stamp, now.tv_nsec / 1000000, level_name(level),
-            line, label ? " database=" : "", label ? database : "");
+    fprintf(stderr, "%s.%03ldZ level=%s %s%s\n", stamp, now.tv_nsec / 1000000, level_name(level),
+            line, label);
     fflush(stderr);
     pthread_mutex_unlock(&write_lock);
 }
