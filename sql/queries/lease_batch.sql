@@ -18,6 +18,8 @@
 -- the quarantined ones, without their envelope; lease_expiries counts the
 -- leases of the row that ran out, this call's included, and taken_over says
 -- this call found the row's lease run out (leased again or quarantined).
+-- Then the columns the envelope must repeat: the relay publishes only an
+-- envelope that matches its row, in case the row rules were bypassed.
 WITH candidates AS MATERIALIZED (
     SELECT id, next_attempt_at, (status = 'leased')::integer AS expiry,
            status = 'leased' AND lease_expiries + 1 >= $3 AS quarantine,
@@ -51,7 +53,8 @@ WITH candidates AS MATERIALIZED (
       FROM chosen AS c, batch AS b
      WHERE e.id = c.id
     RETURNING e.id, e.status, e.envelope, e.attempts, e.lease_token, e.lease_expiries,
-              c.expiry = 1 AS taken_over
+              c.expiry = 1 AS taken_over, e.event_type, e.aggregate_type, e.aggregate_id,
+              e.tenant_id, e.data_subject
 ), letters AS (
     INSERT INTO /*schema*/dead_letters AS d (event_id, handler, envelope, reason, attempts)
     SELECT id, '', envelope, 'lease_expired_without_outcome', attempts
@@ -62,6 +65,7 @@ WITH candidates AS MATERIALIZED (
            attempts = excluded.attempts, dead_at = now(), requeued_at = NULL
 )
 SELECT id, CASE WHEN status = 'leased' THEN envelope::text END AS envelope, attempts,
-       lease_token, status = 'dead' AS quarantined, lease_expiries, taken_over
+       lease_token, status = 'dead' AS quarantined, lease_expiries, taken_over, event_type,
+       aggregate_type, aggregate_id::text AS aggregate_id, tenant_id, data_subject
   FROM stamped
  ORDER BY status = 'dead', id

@@ -3,9 +3,10 @@
 -- (src/outboxctl/cli.h; --since/--until compare created_at; $1, $7 and $9
 -- are not used here); $10: the previous page's last id (NULL: the start);
 -- $11: page size. Columns as lease_batch.sql's first two (id, envelope as
--- text), then what the report shows.
+-- text), then what the report shows and the columns the envelope must repeat.
 SELECT e.id::text AS id, e.envelope::text AS envelope, e.event_type, e.aggregate_type,
-       e.created_at, e.attempts
+       e.created_at, e.attempts, e.aggregate_id::text AS aggregate_id, e.tenant_id,
+       e.data_subject
   FROM /*schema*/events AS e
  WHERE e.status = 'pending'
    AND ($2::text IS NULL OR e.event_type = $2::text)

@@ -110,7 +110,7 @@ ensure_ledger(struct outbox_consumer *c)
     st = c->ledger == NULL ? obx_ledger_open(&so, &c->ledger, &err)
                            : obx_ledger_reconnect(c->ledger, &err);
     if (st == OUTBOX_OK) {
-        snprintf(detail, sizeof(detail), "schema=%s", c->w.cfg.schema);
+        obx_logfmt_format(detail, sizeof(detail), "schema=%s", c->w.cfg.schema);
         obx_worker_link_up(&c->w, &c->db, "connected", detail);
         register_handlers(c);
         return c->db.up;
@@ -161,8 +161,9 @@ ensure_feed(struct outbox_consumer *c)
         return 1;
     }
     if (open_feed(c, &err) == OUTBOX_OK) {
-        snprintf(detail, sizeof(detail), "bus=%s consumer_name=%s",
-                 c->w.cfg.bus == OUTBOX_BUS_DB ? "db" : "jetstream", c->w.cfg.consumer_name);
+        obx_logfmt_format(detail, sizeof(detail), "bus=%s consumer_name=%s",
+                          c->w.cfg.bus == OUTBOX_BUS_DB ? "db" : "jetstream",
+                          c->w.cfg.consumer_name);
         obx_worker_link_up(&c->w, &c->feed_link, "ready", detail);
         return 1;
     }

@@ -8,6 +8,7 @@
  */
 #include "envelope.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -78,8 +79,139 @@ string_member(json_t *doc, const char *key, int required, const char **out, size
     return OUTBOX_OK;
 }
 
+/* Skips one JSON value of valid text at `p`; returns the byte after it. */
+static const char *
+skip_value(const char *p, const char *end)
+{
+    int depth = 0;
+
+    while (p < end) {
+        char c = *p;
+
+        if (c == '"') {
+            for (p++; p < end && *p != '"'; p++) {
+                p += *p == '\\';
+            }
+        } else if (c == '{' || c == '[') {
+            depth++;
+        } else if (c == '}' || c == ']') {
+            if (depth == 0) {
+                return p;
+            }
+            depth--;
+        } else if (c == ',' && depth == 0) {
+            return p;
+        }
+        p++;
+    }
+    return p;
+}
+
+static const char *
+skip_space(const char *p, const char *end)
+{
+    while (p < end && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t')) {
+        p++;
+    }
+    return p;
+}
+
+/* True if the quoted key at `p` (its opening quote) through `close` spells `name`. */
+static int
+key_is(const char *p, const char *close, const char *name)
+{
+    size_t n = (size_t)(close - p) - 1;
+    json_t *key;
+    int same;
+
+    if (memchr(p, '\\', n + 1) == NULL) {
+        return strlen(name) == n && memcmp(p + 1, name, n) == 0;
+    }
+    /* An escaped key ("schema\u005fversion") is the same key to jansson. */
+    key = json_loadb(p, n + 2, JSON_DECODE_ANY, NULL);
+    same = json_is_string(key) && strcmp(json_string_value(key), name) == 0;
+    json_decref(key);
+    return same;
+}
+
+/*
+ * The text of the top-level member `name` in valid JSON object text; the
+ * last one wins, as in jansson. Empty when absent.
+ */
+static void
+member_text(const char *json, size_t len, const char *name, const char **out, size_t *out_len)
+{
+    const char *p = json, *end = json + len;
+
+    *out = NULL;
+    *out_len = 0;
+    p = skip_space(p, end);
+    if (p >= end || *p != '{') {
+        return;
+    }
+    for (p++; p < end;) {
+        const char *key, *close, *value, *value_end;
+
+        p = skip_space(p, end);
+        if (p >= end || *p != '"') {
+            return;
+        }
+        key = p;
+        for (close = key + 1; close < end && *close != '"'; close++) {
+            close += *close == '\\';
+        }
+        if (close >= end) {
+            return;
+        }
+        value = skip_space(skip_space(close + 1, end) + 1, end); /* past the ':' */
+        p = skip_value(value, end);
+        if (key_is(key, close, name)) {
+            value_end = p;
+            while (value_end > value && value_end[-1] != '\0' &&
+                   strchr(" \n\r\t", value_end[-1]) != NULL) {
+                value_end--;
+            }
+            *out = value;
+            *out_len = (size_t)(value_end - value);
+        }
+        if (p >= end || *p != ',') {
+            return;
+        }
+        p++;
+    }
+}
+
+/* True if schema_version is written exactly as the integer 1. */
+static int
+version_text_is_one(const char *json, size_t len)
+{
+    const char *text;
+    size_t n;
+
+    member_text(json, len, "schema_version", &text, &n);
+    return n == 1 && text[0] == '1';
+}
+
+/* schema_version's text as the error shows it: a number as written, anything else quoted. */
+static void
+version_text(const char *json, size_t len, char *out, size_t cap)
+{
+    const char *text;
+    size_t n;
+    char raw[48];
+
+    member_text(json, len, "schema_version", &text, &n);
+    if (n > 0 && n < sizeof(raw) && strspn(text, "0123456789+-.eE") >= n) {
+        snprintf(out, cap, "%.*s", (int)n, text);
+        return;
+    }
+    snprintf(raw, sizeof(raw), "%.*s", (int)(n < sizeof(raw) ? n : sizeof(raw) - 1),
+             text != NULL ? text : "");
+    obx_quote_for_message(raw, out, cap);
+}
+
 static outbox_status
-check_shape(json_t *doc, outbox_error *err)
+check_shape(json_t *doc, const char *json, size_t len, outbox_error *err)
 {
     const char *key;
     json_t *value;
@@ -107,10 +239,16 @@ check_shape(json_t *doc, outbox_error *err)
             return obx_fail(err, OUTBOX_EINVAL, "envelope has an unknown key %s", quoted);
         }
     }
-    /* Parsed with integers as reals (so huge payload numbers load): compare as a number. */
+    /* Parsed with integers as reals (so huge payload numbers load), 1.0 and 1e0 read as 1:
+     * the text decides, since a consumer decoding an integer fails on them. */
     value = json_object_get(doc, "schema_version");
-    if (!json_is_number(value) || json_number_value(value) != 1.0) {
-        return obx_fail(err, OUTBOX_EINVAL, "envelope schema_version must be 1");
+    if (!json_is_number(value) || json_number_value(value) != 1.0 ||
+        !version_text_is_one(json, len)) {
+        char shown[64];
+
+        version_text(json, len, shown, sizeof(shown));
+        return obx_fail(err, OUTBOX_EINVAL,
+                        "envelope schema_version must be 1 (the integer), not %s", shown);
     }
     return obx_payload_check(json_object_get(doc, "payload"), err);
 }
@@ -176,6 +314,12 @@ check_fields(const struct obx_envelope *env, outbox_error *err)
     }
     if (st == OUTBOX_OK) {
         st = obx_check_uuid_field("aggregate_id", env->head.aggregate_id, canonical, err);
+    }
+    /* The writers store it canonical; the column is a uuid, so no other spelling matches it,
+     * and consumers compare it as text. */
+    if (st == OUTBOX_OK && strcmp(canonical, env->head.aggregate_id) != 0) {
+        st = obx_fail(err, OUTBOX_EINVAL, "envelope aggregate_id \"%s\" is not lower-case",
+                      env->head.aggregate_id);
     }
     if (st == OUTBOX_OK) {
         st = obx_check_label_field("tenant_id", env->head.tenant_id, OUTBOX_MAX_TENANT_BYTES, err);
@@ -255,7 +399,7 @@ obx_envelope_parse_tree(const char *json, size_t len, size_t max_bytes, struct o
         }
         return obx_fail(err, OUTBOX_EINVAL, "envelope is not valid JSON: %s", jerr.text);
     }
-    status = check_shape(doc, err);
+    status = check_shape(doc, json, len, err);
     if (status == OUTBOX_OK) {
         status = tree_fields(doc, &fields, err);
     }

@@ -64,4 +64,32 @@ outbox_status obx_envelope_parse_tree(const char *json, size_t len, size_t max_b
 
 void obx_envelope_fini(struct obx_envelope *env);
 
+/*
+ * The columns of the row an envelope was stored in, where the reader
+ * fetched them: `known` has an OBX_ROW_ bit per column read; a known
+ * column may be NULL (SQL NULL). A dead letter has none of them.
+ */
+enum {
+    OBX_ROW_ID = 1u << 0,
+    OBX_ROW_EVENT_TYPE = 1u << 1,
+    OBX_ROW_AGGREGATE_TYPE = 1u << 2,
+    OBX_ROW_AGGREGATE_ID = 1u << 3,
+    OBX_ROW_TENANT_ID = 1u << 4,
+    OBX_ROW_DATA_SUBJECT = 1u << 5,
+};
+
+struct obx_envelope_row {
+    struct obx_envelope_head head; /* occurred_at and traceparent are not columns */
+    unsigned known;
+};
+
+/*
+ * OUTBOX_EINVAL unless each known column equals the envelope's field:
+ * the table rule ties them, but a row written past the rules (a dropped
+ * trigger, a restore) must not publish under another route or aggregate.
+ * The message names the field and both values.
+ */
+outbox_status obx_envelope_match_row(const struct obx_envelope_head *env,
+                                     const struct obx_envelope_row *row, outbox_error *err);
+
 #endif

@@ -117,6 +117,7 @@ static char *
 check_row(struct db_feed *f, struct db_batch *b, size_t i)
 {
     struct obx_envelope env;
+    struct obx_envelope_row columns;
     outbox_error e = {0};
     size_t len = 0;
     const char *json = obx_lease_envelope(&b->lease, i, &len);
@@ -125,8 +126,11 @@ check_row(struct db_feed *f, struct db_batch *b, size_t i)
     if (obx_envelope_parse(json, len, MAX_ENVELOPE_BYTES, &env, &e) != OUTBOX_OK) {
         return strdup(e.message);
     }
+    obx_lease_row(&b->lease, i, &columns);
     if (strcmp(env.head.id, obx_lease_id(&b->lease, i)) != 0) {
         reason = strdup("envelope id differs from the row id");
+    } else if (obx_envelope_match_row(&env.head, &columns, &e) != OUTBOX_OK) {
+        reason = strdup(e.message);
     } else if (obx_subject_build(f->prefix, env.head.aggregate_type, env.head.event_type,
                                  b->subjects[i], &e) != OUTBOX_OK) {
         reason = strdup(e.message);

@@ -285,11 +285,13 @@ serve(struct obx_fleet_member *m, struct obx_fleet_lock *lock)
                 break;
             }
         }
-        obx_log(strcmp(why, "stop") == 0 ? OUTBOX_LOG_INFO : OUTBOX_LOG_WARN,
-                "fleet database released database=%s reason=\"%s\"%s%s%s", m->entry.name, why,
-                strcmp(why, "lock lost") == 0 ? " error=\"" : "",
-                strcmp(why, "lock lost") == 0 ? err.message : "",
-                strcmp(why, "lock lost") == 0 ? "\"" : "");
+        if (strcmp(why, "lock lost") == 0) {
+            obx_log(OUTBOX_LOG_WARN, "fleet database released database=%s reason=%s error=%s",
+                    m->entry.name, why, err.message);
+        } else {
+            obx_log(strcmp(why, "stop") == 0 ? OUTBOX_LOG_INFO : OUTBOX_LOG_WARN,
+                    "fleet database released database=%s reason=%s", m->entry.name, why);
+        }
         outbox_relay_stop(relay);
         if (!wait_relay_done(m)) {
             /* Abandoned like a daemon's worker at the drain timeout: its row leases

@@ -13,6 +13,7 @@
 #include "common/secret.h"
 #include "fleet/fleet.h"
 #include "outbox/worker.h"
+#include "support/logfmt.h"
 
 #include "common/banned.h" /* last: poisons unsafe functions */
 
@@ -40,19 +41,24 @@ write_line(void *ctx, outbox_log_level level, const char *line)
     struct timespec now;
     struct tm tm;
     char stamp[40], clean[1400];
-    /* A fleet's threads serve one database each: every line they write names it. */
+    /* A fleet's threads serve one database each: every line they write names it, unless
+     * it has a database field of its own (a value holding " database=" is quoted, and
+     * is no field). */
     const char *database = obx_fleet_thread_database();
-    int label = database != NULL && strstr(line, " database=") == NULL;
+    char label[300] = "";
 
     (void)ctx;
     /* Last line of defence: whatever a line quotes, no secret and no line break gets out. */
     obx_mask_echo(line, NULL, clean, sizeof(clean));
+    if (database != NULL && !obx_logfmt_has_key(clean, "database")) {
+        obx_logfmt_format(label, sizeof(label), " database=%s", database);
+    }
     clock_gettime(CLOCK_REALTIME, &now);
     gmtime_r(&now.tv_sec, &tm);
     strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%S", &tm);
     pthread_mutex_lock(&write_lock);
-    fprintf(stderr, "%s.%03ldZ level=%s %s%s%s\n", stamp, now.tv_nsec / 1000000, level_name(level),
-            clean, label ? " database=" : "", label ? database : "");
+    fprintf(stderr, "%s.%03ldZ level=%s %s%s\n", stamp, now.tv_nsec / 1000000, level_name(level),
+            clean, label);
     fflush(stderr);
     pthread_mutex_unlock(&write_lock);
 }

@@ -63,7 +63,7 @@ ensure_store(struct outbox_relay *relay)
                               : obx_store_reconnect(relay->store, &err);
     if (st == OUTBOX_OK &&
         (!relay->w.cfg.listen || obx_store_listen(relay->store, &err) == OUTBOX_OK)) {
-        snprintf(detail, sizeof(detail), "schema=%s", relay->w.cfg.schema);
+        obx_logfmt_format(detail, sizeof(detail), "schema=%s", relay->w.cfg.schema);
         obx_worker_link_up(&relay->w, &relay->db, "connected", detail);
         return 1;
     }

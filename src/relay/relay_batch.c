@@ -26,6 +26,7 @@ prepare_row(struct obx_relay_batch *b, const struct obx_lease *lease, size_t i, 
 {
     struct obx_relay_row *row = &b->rows[i];
     struct obx_bus_message *msg;
+    struct obx_envelope_row columns;
     outbox_error err = {0};
     size_t len = 0;
     const char *json = obx_lease_envelope(lease, i, &len);
@@ -39,6 +40,12 @@ prepare_row(struct obx_relay_batch *b, const struct obx_lease *lease, size_t i, 
      * a row written with that constraint dropped must still not publish. */
     if (strcmp(row->env.head.id, obx_lease_id(lease, i)) != 0) {
         mark_invalid(row, "envelope id differs from the row id");
+        return;
+    }
+    /* So are its route, aggregate and labels: what is published is what the row says. */
+    obx_lease_row(lease, i, &columns);
+    if (obx_envelope_match_row(&row->env.head, &columns, &err) != OUTBOX_OK) {
+        mark_invalid(row, err.message);
         return;
     }
     if (obx_subject_build(prefix, row->env.head.aggregate_type, row->env.head.event_type,

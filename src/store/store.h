@@ -16,6 +16,7 @@
 
 #include <stddef.h>
 
+#include "envelope/envelope.h"
 #include "outbox/outbox.h"
 
 struct obx_store_options {
@@ -80,6 +81,12 @@ outbox_status obx_store_prune_plan(struct obx_store *store, int retention_second
 const char *obx_lease_id(const struct obx_lease *lease, size_t i);
 const char *obx_lease_envelope(const struct obx_lease *lease, size_t i, size_t *len);
 int obx_lease_attempts(const struct obx_lease *lease, size_t i);
+/*
+ * The row's columns the envelope must repeat, those the lease query
+ * returned by name (event_type, aggregate_type, aggregate_id, tenant_id,
+ * data_subject); the id is obx_lease_id's.
+ */
+void obx_lease_row(const struct obx_lease *lease, size_t i, struct obx_envelope_row *out);
 /* Leases of this row that ran out before this one (0 on a first lease). */
 int obx_lease_expiries(const struct obx_lease *lease, size_t i);
 

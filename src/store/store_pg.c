@@ -131,6 +131,36 @@ obx_lease_envelope(const struct obx_lease *lease, size_t i, size_t *len)
     return PQgetvalue(lease->rows, (int)i, LEASE_ENVELOPE);
 }
 
+void
+obx_lease_row(const struct obx_lease *lease, size_t i, struct obx_envelope_row *out)
+{
+    static const struct {
+        const char *column;
+        unsigned bit;
+        size_t offset;
+    } fields[] = {
+        {"event_type", OBX_ROW_EVENT_TYPE, offsetof(struct obx_envelope_head, event_type)},
+        {"aggregate_type", OBX_ROW_AGGREGATE_TYPE,
+         offsetof(struct obx_envelope_head, aggregate_type)},
+        {"aggregate_id", OBX_ROW_AGGREGATE_ID, offsetof(struct obx_envelope_head, aggregate_id)},
+        {"tenant_id", OBX_ROW_TENANT_ID, offsetof(struct obx_envelope_head, tenant_id)},
+        {"data_subject", OBX_ROW_DATA_SUBJECT, offsetof(struct obx_envelope_head, data_subject)},
+    };
+
+    assert(i < lease->count);
+    memset(out, 0, sizeof(*out));
+    for (size_t k = 0; k < sizeof(fields) / sizeof(fields[0]); k++) {
+        int col = PQfnumber(lease->rows, fields[k].column);
+        const char **slot = (const char **)((char *)&out->head + fields[k].offset);
+
+        if (col < 0) {
+            continue;
+        }
+        out->known |= fields[k].bit;
+        *slot = PQgetisnull(lease->rows, (int)i, col) ? NULL : PQgetvalue(lease->rows, (int)i, col);
+    }
+}
+
 int
 obx_lease_attempts(const struct obx_lease *lease, size_t i)
 {

@@ -10,6 +10,8 @@
 #include <stdarg.h>
 #include <stdio.h>
 
+#include "logfmt.h"
+
 #include "common/banned.h" /* last: poisons unsafe functions */
 
 outbox_log_level obx_log_min_level = OUTBOX_LOG_ERROR;
@@ -30,14 +32,22 @@ outbox_set_logger(outbox_log_fn fn, void *ctx, outbox_log_level min_level)
 void
 obx_log_write(outbox_log_level level, const char *fmt, ...)
 {
-    char line[1024];
+    char line[2048];
     va_list ap;
 
     if (log_fn == NULL) {
         return;
     }
     va_start(ap, fmt);
-    vsnprintf(line, sizeof(line), fmt, ap);
+    obx_logfmt_vformat(line, sizeof(line), fmt, ap);
     va_end(ap);
     log_fn(log_ctx, level, line);
+}
+
+void
+obx_log_write_line(outbox_log_level level, const char *line)
+{
+    if (log_fn != NULL) {
+        log_fn(log_ctx, level, line);
+    }
 }

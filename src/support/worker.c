@@ -8,6 +8,7 @@
  */
 #include "worker.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "common/error.h"
@@ -149,8 +150,15 @@ obx_worker_link_answers(struct obx_worker *w, struct obx_worker_link *l, const c
                         const char *detail)
 {
     if (!l->up) {
-        obx_log(OUTBOX_LOG_INFO, "%s %s %s=%s%s%s", l->what, event, w->role, w->name,
-                detail ? " " : "", detail ? detail : "");
+        if (obx_log_enabled && OUTBOX_LOG_INFO >= obx_log_min_level) {
+            char line[512];
+            size_t n = obx_logfmt_format(line, sizeof(line), "%s %s %s=%s", l->what, event, w->role,
+                                         w->name);
+
+            /* `detail` holds fields obx_logfmt_format escaped already. */
+            snprintf(line + n, sizeof(line) - n, "%s%s", detail ? " " : "", detail ? detail : "");
+            obx_log_write_line(OUTBOX_LOG_INFO, line);
+        }
         l->up = 1;
         set_stat(w, l->stat_up, 1, 0);
     }
@@ -168,8 +176,7 @@ void
 obx_worker_link_down(struct obx_worker *w, struct obx_worker_link *l, const char *why)
 {
     if (l->up || l->pause_ms == 0) {
-        obx_log(OUTBOX_LOG_WARN, "%s unavailable %s=%s error=\"%s\"", l->what, w->role, w->name,
-                why);
+        obx_log(OUTBOX_LOG_WARN, "%s unavailable %s=%s error=%s", l->what, w->role, w->name, why);
         l->up = 0;
         set_stat(w, l->stat_up, 0, 0);
     }

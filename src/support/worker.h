@@ -83,7 +83,10 @@ void obx_worker_observe(struct obx_worker *w, int id, double seconds);
 size_t obx_worker_histogram(struct obx_worker *w, int id, unsigned long long *counts, size_t cap,
                             double *sum_seconds);
 
-/* The server answers: "<what> <event> <role>=<name> <detail>" once, and the pause starts over. */
+/*
+ * The server answers: "<what> <event> <role>=<name> <detail>" once, and the
+ * pause starts over. `detail` (or NULL): fields built by obx_logfmt_format.
+ */
 void obx_worker_link_up(struct obx_worker *w, struct obx_worker_link *l, const char *event,
                         const char *detail);
 

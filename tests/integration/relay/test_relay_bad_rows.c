@@ -6,6 +6,8 @@
  *     test drops constraints in its own database) are quarantined with a
  *     reason, never published, never deleted (prune mode), while every
  *     valid row around them is published;
+ *   - envelopes written past the row rules (their bypass) that differ from
+ *     their row's columns or carry schema_version 1.0 are quarantined too;
  *   - a row JetStream rejects on every attempt is retried on the backoff
  *     schedule, checked in database time, and dead-lettered exactly at
  *     OUTBOX_MAX_ATTEMPTS;
@@ -166,6 +168,99 @@ Test(bad_rows_small_payload, quarantines_invalid_rows_with_a_reason_and_publishe
         free(bad[i].id);
     }
     unlink(conf_path);
+    relay_env_fini(&env);
+}
+
+/*
+ * Past the row rules through their documented bypass (the SQL writer's own
+ * outbox.rows_validated, which any session can set): an envelope whose
+ * fields differ from its row's columns, or whose schema_version is 1.0, is
+ * quarantined naming the field and both values, never published; the good
+ * rows behind them are.
+ */
+static char *
+insert_bypassing(const char *columns_sql, const char *envelope_patch)
+{
+    char sql[2048];
+    char *id;
+
+    snprintf(sql, sizeof(sql),
+             "WITH v AS (SELECT outbox.uuid_v7() AS id, "
+             "'0190a3b2-1c2d-7e3f-8a9b-0c1d2e3f4a5b'::uuid AS agg), "
+             "e AS (INSERT INTO outbox.events (id, aggregate_type, aggregate_id, event_type, "
+             "tenant_id, envelope) SELECT id, %s, "
+             "jsonb_build_object('id', id, 'event_type', 'review.logged', 'aggregate_type', "
+             "'movie', 'aggregate_id', agg, 'tenant_id', 't1', "
+             "'occurred_at', '2026-11-29T09:41:56.123Z', 'schema_version', 1, "
+             "'payload', '{}'::jsonb) || '%s'::jsonb FROM v RETURNING id) "
+             "INSERT INTO committed SELECT id FROM e RETURNING id::text",
+             columns_sql, envelope_patch);
+    harness_exec(conn, "BEGIN");
+    harness_exec(conn, "SET LOCAL outbox.rows_validated = 'on'");
+    id = harness_scalar_text(conn, sql);
+    harness_exec(conn, "COMMIT");
+    return id;
+}
+
+#define ROW_COLUMNS(aggregate_type, event_type, tenant) \
+    "'" aggregate_type "', agg, '" event_type "', " tenant
+
+Test(bad_rows, quarantines_envelopes_that_differ_from_their_row_or_are_not_version_1)
+{
+    struct bad_row bad[] = {
+        {"schema_version 1.0", "schema_version must be 1 (the integer), not 1.0", NULL},
+        {"upper-case aggregate_id",
+         "aggregate_id \"0190A3B2-1C2D-7E3F-8A9B-0C1D2E3F4A5B\" is not lower-case", NULL},
+        {"another aggregate_type",
+         "envelope aggregate_type differs from the row aggregate_type: \"book\" in the "
+         "envelope, \"movie\" in the row",
+         NULL},
+        {"another event_type",
+         "envelope event_type differs from the row event_type: \"review.deleted\" in the "
+         "envelope, \"review.logged\" in the row",
+         NULL},
+        {"another aggregate_id", "envelope aggregate_id differs from the row aggregate_id", NULL},
+        {"another tenant_id",
+         "envelope tenant_id differs from the row tenant_id: \"t1\" in the envelope, \"t2\" "
+         "in the row",
+         NULL},
+    };
+    enum { BAD = sizeof(bad) / sizeof(bad[0]), GOOD_PER_GAP = 30 };
+    struct harness_proc relay;
+    struct relay_env env;
+    struct relay_check chk;
+
+    relay_test_enqueue(conn, GOOD_PER_GAP);
+    bad[0].id = insert_bypassing(ROW_COLUMNS("movie", "review.logged", "'t1'"),
+                                 "{\"schema_version\": 1.0}");
+    bad[1].id = insert_bypassing(ROW_COLUMNS("movie", "review.logged", "'t1'"),
+                                 "{\"aggregate_id\": \"0190A3B2-1C2D-7E3F-8A9B-0C1D2E3F4A5B\"}");
+    relay_test_enqueue(conn, GOOD_PER_GAP);
+    bad[2].id = insert_bypassing(ROW_COLUMNS("movie", "review.logged", "'t1'"),
+                                 "{\"aggregate_type\": \"book\"}");
+    bad[3].id = insert_bypassing(ROW_COLUMNS("movie", "review.logged", "'t1'"),
+                                 "{\"event_type\": \"review.deleted\"}");
+    bad[4].id = insert_bypassing(ROW_COLUMNS("movie", "review.logged", "'t1'"),
+                                 "{\"aggregate_id\": \"0190a3b2-1c2d-7e3f-8a9b-0c1d2e3f4a5c\"}");
+    bad[5].id = insert_bypassing(ROW_COLUMNS("movie", "review.logged", "'t2'"), "{}");
+    relay_test_enqueue(conn, GOOD_PER_GAP);
+
+    relay_test_env(&env, "BAD_MATCH", "badmatch");
+    relay_env_set(&env, "OUTBOX_BATCH_SIZE", "20");
+    relay_test_start(&relay, &env, "bad-match");
+    HARNESS_WAIT_UNTIL(relay_test_unfinished(conn) == 0, 30000);
+    relay_test_assert_running(&relay, "the relay (bad rows must not crash it)");
+    relay_test_stop(&relay, 10000);
+
+    for (int i = 0; i < BAD; i++) {
+        expect_quarantined(&bad[i]);
+    }
+    chk = relay_test_check(conn, "BAD_MATCH");
+    cr_assert_eq(chk.stream, 3 * GOOD_PER_GAP, "every valid row, and only those, is published");
+    cr_assert_eq(chk.quarantined, BAD);
+    for (int i = 0; i < BAD; i++) {
+        free(bad[i].id);
+    }
     relay_env_fini(&env);
 }
 

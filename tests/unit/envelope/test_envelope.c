@@ -128,3 +128,85 @@ Test(envelope, the_relay_refuses_an_envelope_over_its_size_limit)
     cr_assert(strstr(err.message, "over the limit of 100") != NULL, "%s", err.message);
     free(json);
 }
+
+#define ENV_BODY(version)                                                               \
+    ENV_HEAD "\"event_type\":\"x\",\"aggregate_type\":\"movie\","                       \
+             "\"occurred_at\":\"2026-11-29T09:41:56.123Z\",\"schema_version\":" version \
+             ",\"payload\":{}}"
+
+static void
+assert_accepted(const char *json)
+{
+    struct obx_envelope env = {0};
+    outbox_error err = {0};
+
+    cr_assert_eq(obx_envelope_parse(json, strlen(json), 524288, &env, &err), OUTBOX_OK,
+                 "refused %s: %s", json, err.message);
+    obx_envelope_fini(&env);
+}
+
+/*
+ * Only the integer 1 is version 1: a consumer decoding an integer fails on
+ * 1.0 or 1e0, which read as 1 once integers are parsed as reals.
+ */
+Test(envelope, schema_version_is_the_integer_1_as_written)
+{
+    assert_accepted(ENV_BODY("1"));
+    assert_accepted(ENV_BODY(" 1 "));
+    assert_refused(ENV_BODY("1.0"), "schema_version must be 1 (the integer), not 1.0");
+    assert_refused(ENV_BODY("1e0"), "schema_version must be 1 (the integer), not 1e0");
+    assert_refused(ENV_BODY("1.00000000000000000001"), "not 1.00000000000000000001");
+    assert_refused(ENV_BODY("\"1\""), "schema_version must be 1 (the integer), not \"\\\"1\\\"\"");
+    assert_refused(ENV_BODY("9223372036854775808"), "not 9223372036854775808");
+    assert_refused(ENV_BODY("-1"), "not -1");
+    assert_refused(ENV_BODY("true"), "schema_version must be 1");
+    /* The same key spelled with an escape, after a good one: jansson keeps the last. */
+    assert_refused(ENV_HEAD "\"event_type\":\"x\",\"aggregate_type\":\"movie\","
+                            "\"occurred_at\":\"2026-11-29T09:41:56.123Z\",\"schema_version\":1,"
+                            "\"payload\":{\"schema_version\":1},\"schema\\u005fversion\":1.0}",
+                   "not 1.0");
+}
+
+Test(envelope, the_relay_refuses_an_aggregate_id_that_is_not_lower_case)
+{
+    assert_refused("{\"id\":\"0190a3b2-1c2d-7e3f-8a9b-0c1d2e3f4a5b\",\"aggregate_id\":"
+                   "\"0190A3B2-1C2D-7E3F-8A9B-0C1D2E3F4A5B\",\"event_type\":\"x\","
+                   "\"aggregate_type\":\"movie\",\"occurred_at\":\"2026-11-29T09:41:56.123Z\","
+                   "\"schema_version\":1,\"payload\":{}}",
+                   "aggregate_id \"0190A3B2-1C2D-7E3F-8A9B-0C1D2E3F4A5B\" is not lower-case");
+}
+
+Test(envelope, an_envelope_must_repeat_its_rows_columns)
+{
+    struct obx_envelope_head env = {.id = "i",
+                                    .event_type = "review.logged",
+                                    .aggregate_type = "movie",
+                                    .aggregate_id = "a",
+                                    .tenant_id = "t1"};
+    struct obx_envelope_row row = {.head = env,
+                                   .known = OBX_ROW_EVENT_TYPE | OBX_ROW_AGGREGATE_TYPE |
+                                            OBX_ROW_AGGREGATE_ID | OBX_ROW_TENANT_ID |
+                                            OBX_ROW_DATA_SUBJECT};
+    outbox_error err = {0};
+
+    cr_assert_eq(obx_envelope_match_row(&env, &row, &err), OUTBOX_OK);
+    row.head.aggregate_type = "book";
+    cr_assert_eq(obx_envelope_match_row(&env, &row, &err), OUTBOX_EINVAL);
+    cr_assert_str_eq(err.message, "envelope aggregate_type differs from the row aggregate_type: "
+                                  "\"movie\" in the envelope, \"book\" in the row");
+    row.head.aggregate_type = "movie";
+    row.head.tenant_id = NULL;
+    err = (outbox_error){0}; /* the first error wins */
+    cr_assert_eq(obx_envelope_match_row(&env, &row, &err), OUTBOX_EINVAL);
+    cr_assert(strstr(err.message, "tenant_id differs from the row tenant_id: \"t1\" in the "
+                                  "envelope, (absent) in the row") != NULL,
+              "%s", err.message);
+    row.head.tenant_id = "t1";
+    row.head.data_subject = "s";
+    err = (outbox_error){0};
+    cr_assert_eq(obx_envelope_match_row(&env, &row, &err), OUTBOX_EINVAL);
+    cr_assert(strstr(err.message, "data_subject") != NULL, "%s", err.message);
+    /* A column the reader did not fetch (a dead letter's) is not compared. */
+    row.known &= ~(unsigned)OBX_ROW_DATA_SUBJECT;
+    cr_assert_eq(obx_envelope_match_row(&env, &row, &err), OUTBOX_OK);
+}
