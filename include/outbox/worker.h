@@ -264,6 +264,13 @@ OUTBOX_API outbox_status outbox_consumer_run(outbox_consumer *c, outbox_error *e
 /* Safe from any thread and from a signal handler. */
 OUTBOX_API void outbox_consumer_stop(outbox_consumer *c);
 
+/*
+ * 1 while handlers run on a fetched batch: the work a stop must wait for.
+ * Settling and closing are not: a message left unacked comes back, and the
+ * ledger skips what its handlers finished. Safe from any thread.
+ */
+OUTBOX_API int outbox_consumer_handling(outbox_consumer *c);
+
 /* One counter; 0 for an id this library does not know. */
 OUTBOX_API unsigned long long outbox_consumer_stat(outbox_consumer *c, outbox_consumer_stat_id id);
 

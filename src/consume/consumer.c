@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "common/error.h"
 #include "consumer_internal.h"
 #include "consumer_offer.h"
@@ -448,6 +449,14 @@ crash_if_asked(struct outbox_consumer *c)
     }
 }
 
+static void
+set_handling(struct outbox_consumer *c, int on)
+{
+    pthread_mutex_lock(&c->w.stats_lock);
+    c->handling = on;
+    pthread_mutex_unlock(&c->w.stats_lock);
+}
+
 /* Handles and settles one batch; returns settle's status (OUTBOX_OK if it never came to it). */
 static outbox_status
 handle_batch(struct outbox_consumer *c, struct obx_feed_batch *b, outbox_error *err)
@@ -461,9 +470,11 @@ handle_batch(struct outbox_consumer *c, struct obx_feed_batch *b, outbox_error *
     }
     started = obx_monotonic_seconds();
     obx_worker_count(&c->w, OUTBOX_CONSUMER_FETCHED, b->count);
+    set_handling(c, 1);
     read_envelopes(c, b, v);
     offer_to_handlers(c, b, v);
     crash_if_asked(c);
+    set_handling(c, 0); /* the ledger holds every outcome now; settling is a courtesy */
     st = settle(c, b, v, err);
     obx_worker_observe(&c->w, OUTBOX_CONSUMER_BATCH_SECONDS, obx_monotonic_seconds() - started);
     for (size_t i = 0; i < b->count; i++) {
@@ -576,6 +587,11 @@ outbox_consumer_run(outbox_consumer *c, outbox_error *err)
             c->w.cfg.batch_size);
     start_keeper(c);
     run_loop(c);
+    if (c->hooks.stall_on_stop_ms > 0) {
+        obx_log(OUTBOX_LOG_INFO, "stalling on stop on purpose consumer=%s ms=%d", c->w.name,
+                c->hooks.stall_on_stop_ms);
+        obx_sleep_ms(c->hooks.stall_on_stop_ms);
+    }
     obx_claim_keeper_stop(c->keeper);
     c->keeper = NULL;
     obx_ledger_close(c->ledger);
@@ -593,6 +609,17 @@ void
 outbox_consumer_stop(outbox_consumer *c)
 {
     obx_worker_request_stop(&c->w);
+}
+
+int
+outbox_consumer_handling(outbox_consumer *c)
+{
+    int on;
+
+    pthread_mutex_lock(&c->w.stats_lock);
+    on = c->handling;
+    pthread_mutex_unlock(&c->w.stats_lock);
+    return on;
 }
 
 unsigned long long

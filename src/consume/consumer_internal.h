@@ -39,6 +39,7 @@ struct outbox_consumer {
     long long outage_since_ms;      /* monotonic start of handler runs given back; 0: none */
     long long outage_logged_ms;     /* when that was last logged */
     unsigned long long outage_runs; /* runs given back since outage_since_ms */
+    int handling;                   /* w.stats_lock: handlers run on a fetched batch */
 };
 
 /* The rules of a consumer's configuration that need more than one setting. */

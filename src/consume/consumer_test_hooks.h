@@ -13,6 +13,8 @@
 struct obx_consumer_test_hooks {
     int crash_after_ledger_commit; /* 1: abort() after a batch's ledger commit, before its
                                     * messages are settled (FAULTS T07) */
+    int stall_on_stop_ms;          /* > 0: once stopped, closing takes this long, as a
+                                    * broker that stopped answering can make it */
 };
 
 /* Installs `hooks` (copied) on a consumer that is not running yet. */

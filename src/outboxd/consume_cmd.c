@@ -11,6 +11,7 @@
 #include "commands.h"
 #include "handler_spec.h"
 #include "handlers.h"
+#include "outboxd/service/daemon.h"
 #include "outboxd/service/metrics.h"
 #include "test_hooks.h"
 
@@ -194,6 +195,12 @@ run_consumer(void *ctx)
     return outbox_consumer_run(ctx, &err) == OUTBOX_OK ? 0 : 1;
 }
 
+static int
+consumer_busy(void *ctx)
+{
+    return outbox_consumer_handling(ctx);
+}
+
 static void
 stop_consumer(void *ctx)
 {
@@ -306,12 +313,13 @@ obx_cmd_consume(const struct obx_config *cfg, int argc, char **argv)
             code = obx_serve(&(struct obx_daemon_job){.ctx = w.consumer,
                                                       .run = run_consumer,
                                                       .stop = stop_consumer,
+                                                      .busy = consumer_busy,
                                                       .name = "consumer",
                                                       .command = "consume"},
                              &handlers, cfg);
         }
     }
-    if (code != 1) { /* after an abandoned drain the consumer thread may still run */
+    if (!obx_daemon_abandoned()) { /* an abandoned worker thread may still run */
         outbox_consumer_free(w.consumer);
         for (int i = 0; i < w.count; i++) {
             obx_handler_spec_fini(&w.specs[i]);

@@ -12,6 +12,7 @@
 #include "commands.h"
 #include "fleet/fleet.h"
 #include "outbox/worker.h"
+#include "outboxd/service/daemon.h"
 #include "relay_metrics.h"
 
 #include "common/banned.h" /* last: poisons unsafe functions */
@@ -228,7 +229,7 @@ obx_cmd_fleet(const struct obx_config *cfg)
                                               .name = "fleet",
                                               .command = "relay"},
                      &handlers, cfg);
-    if (code != 1) {
+    if (!obx_daemon_abandoned()) { /* an abandoned worker thread may still run */
         obx_fleet_free(fleet);
     }
     return code;

@@ -7,6 +7,7 @@
 
 #include "commands.h"
 #include "outbox/worker.h"
+#include "outboxd/service/daemon.h"
 #include "outboxd/service/metrics.h"
 #include "relay_metrics.h"
 #include "test_hooks.h"
@@ -152,7 +153,7 @@ obx_cmd_relay(const struct obx_config *cfg)
                                               .name = "relay",
                                               .command = "relay"},
                      &handlers, cfg);
-    if (code != 1) {
+    if (!obx_daemon_abandoned()) { /* an abandoned worker thread may still run */
         outbox_relay_free(relay);
     }
     return code;

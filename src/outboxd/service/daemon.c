@@ -18,6 +18,8 @@
 
 #include "common/banned.h" /* last: poisons unsafe functions */
 
+static int abandoned; /* set by the main thread only, before it returns to exit */
+
 struct worker_state {
     const struct obx_daemon_job *job;
     pthread_mutex_t lock;
@@ -99,6 +101,12 @@ obx_daemon_block_signals(sigset_t *set)
 }
 
 int
+obx_daemon_abandoned(void)
+{
+    return abandoned;
+}
+
+int
 obx_daemon_run(const struct obx_daemon_job *job, int drain_timeout_seconds)
 {
     /* Static: a worker abandoned at the drain timeout still signals it while the process
@@ -119,6 +127,16 @@ obx_daemon_run(const struct obx_daemon_job *job, int drain_timeout_seconds)
     obx_lifecycle_stopping();
     job->stop(job->ctx);
     if (!wait_done(&ws, drain_timeout_seconds)) {
+        abandoned = 1;
+        if (job->busy != NULL && !job->busy(job->ctx)) {
+            /* Nothing of the work is cut short: what it still waits for (a broker that
+             * stopped answering) owes nobody an outcome. */
+            obx_log(OUTBOX_LOG_INFO,
+                    "drain timeout exceeded with nothing in flight, exiting job=%s "
+                    "drain_timeout_seconds=%d",
+                    job->name, drain_timeout_seconds);
+            return 0;
+        }
         /* Leases held now expire and other replicas take the rows over. */
         obx_log(OUTBOX_LOG_WARN, "drain timeout exceeded, exiting job=%s drain_timeout_seconds=%d",
                 job->name, drain_timeout_seconds);

@@ -2,7 +2,10 @@
 /*
  * test_consume_lifecycle.c - starting and stopping `outboxd consume`: on
  * SIGTERM a replica stops fetching, finishes the batch in hand and exits
- * within the drain timeout (both backends); an existing JetStream consumer
+ * within the drain timeout (both backends); one whose stop overruns the
+ * drain timeout exits 0 when no handler is running (a broker that went
+ * away left nothing in flight) and 1 when a handler is cut short; an
+ * existing JetStream consumer
  * with another ack_wait is updated in place, every other setting kept; a
  * stream the consumer has to create gets the configured max age; a ledger
  * retention shorter than the stream's max age is refused with exit code 2.
@@ -116,6 +119,68 @@ Test(consume_lifecycle, sigterm_stops_fetching_and_finishes_the_batch_in_hand_on
 Test(consume_lifecycle, sigterm_stops_fetching_and_finishes_the_batch_in_hand_on_the_db_backend)
 {
     sigterm_finishes_the_batch_in_hand("db", 0);
+}
+
+/* SIGTERM to a consumer with `handlers` once `started` has a line; its exit status. */
+static int
+overrun_drain(struct consume_group *g, const char *const handlers[], struct harness_proc *consumer)
+{
+    long long asked_ms;
+    int status;
+
+    relay_env_set(&g->env, "OUTBOX_DRAIN_TIMEOUT_SECONDS", "2");
+    relay_test_enqueue(conn, 1);
+    consume_test_start(consumer, &g->env, "overrun-1", handlers);
+    HARNESS_WAIT_UNTIL(consume_test_lines(dir, "started", "") >= 1, 30000);
+    asked_ms = harness_now_ms();
+    kill(consumer->pid, SIGTERM);
+    status = harness_proc_wait(consumer, 15000);
+    cr_assert_lt(harness_now_ms() - asked_ms, 8000, "a 2 s drain timeout took %lld ms",
+                 harness_now_ms() - asked_ms);
+    return status;
+}
+
+/*
+ * Closing overruns the drain timeout after every handler finished, as a
+ * close to a broker that stopped answering can (the stall is a test hook):
+ * nothing is cut short, so the replica exits 0 and says why.
+ */
+Test(consume_lifecycle, a_stop_that_overruns_with_nothing_in_flight_exits_0)
+{
+    const char *const handlers[] = {
+        "quick=exec:echo \"$OUTBOX_EVENT_ID\" >> \"$CONSUME_DIR/started\"", NULL};
+    struct consume_group g;
+    struct harness_proc consumer;
+    int status;
+
+    consume_group_init(&g, "jetstream", "OVRN", dir);
+    relay_env_set(&g.env, "OUTBOX_TEST_STALL_ON_STOP_MS", "20000");
+    status = overrun_drain(&g, handlers, &consumer);
+    cr_assert_eq(status, 0, "exit status %d:\n%s", status, consume_test_log_tail(&consumer, 3000));
+    cr_assert(harness_proc_log_contains(&consumer, "stalling on stop on purpose"),
+              "the hook did not stall the stop:\n%s", consume_test_log_tail(&consumer, 3000));
+    cr_assert(harness_proc_log_contains(&consumer, "drain timeout exceeded with nothing in flight"),
+              "%s", consume_test_log_tail(&consumer, 3000));
+    consume_group_fini(&g);
+}
+
+/* A handler still running at the drain timeout is cut short: exit 1, as before. */
+Test(consume_lifecycle, a_stop_that_overruns_while_a_handler_runs_exits_1)
+{
+    const char *const handlers[] = {
+        "slow=exec:echo \"$OUTBOX_EVENT_ID\" >> \"$CONSUME_DIR/started\"; sleep 20", NULL};
+    struct consume_group g;
+    struct harness_proc consumer;
+    int status;
+
+    consume_group_init(&g, "jetstream", "OVRB", dir);
+    relay_env_set(&g.env, "OUTBOX_HANDLER_TIMEOUT_SECONDS", "60");
+    relay_env_set(&g.env, "OUTBOX_LEDGER_LEASE_SECONDS", "120");
+    status = overrun_drain(&g, handlers, &consumer);
+    cr_assert_eq(status, 1, "exit status %d:\n%s", status, consume_test_log_tail(&consumer, 3000));
+    cr_assert(harness_proc_log_contains(&consumer, "drain timeout exceeded, exiting"), "%s",
+              consume_test_log_tail(&consumer, 3000));
+    consume_group_fini(&g);
 }
 
 Test(consume_lifecycle, a_sigterm_to_the_whole_process_group_lets_running_handlers_finish)
