@@ -48,7 +48,12 @@ static void
 warn_line(void *ctx, const char *line)
 {
     (void)ctx;
-    obx_log(OUTBOX_LOG_WARN, "%s", line);
+    /* As it is: the line is the code's words around names quoted and escaped by
+     * obx_quote_for_message, so it holds no field a name could forge; through "%s" the
+     * logger would quote it whole, quotes and all. */
+    if (obx_log_enabled && OUTBOX_LOG_WARN >= obx_log_min_level) {
+        obx_log_write_line(OUTBOX_LOG_WARN, line);
+    }
 }
 
 /*
