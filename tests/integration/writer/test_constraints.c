@@ -286,7 +286,8 @@ Test(constraints, an_unknown_envelope_key_is_refused)
 Test(constraints, a_schema_version_other_than_1_is_refused)
 {
     const char *patches[] = {"{\"schema_version\": 2}", "{\"schema_version\": 0}",
-                             "{\"schema_version\": \"1\"}", "{\"schema_version\": null}"};
+                             "{\"schema_version\": \"1\"}", "{\"schema_version\": null}",
+                             "{\"schema_version\": 1.0}"};
 
     for (size_t i = 0; i < sizeof(patches) / sizeof(patches[0]); i++) {
         expect_refused(&(struct row){.what = patches[i], .patch = patches[i]},
