@@ -69,6 +69,11 @@ refuse_checked(const char *as, const char *text, const outbox_error *why, outbox
 
     obx_mask_quote(text, shown, sizeof(shown));
     obx_mask_echo(why->message, text, reason, sizeof(reason));
+    if (strncmp(reason, as, strlen(as)) == 0 && reason[strlen(as)] == ' ') {
+        /* The check named the setting by this very name and quoted the value already
+         * (the library's keys: schema "x" must match ...). */
+        return obx_fail(err, OUTBOX_EINVAL, "%s", reason);
+    }
     return obx_fail(err, OUTBOX_EINVAL, "%s=%s: %s", as, shown, reason);
 }
 
