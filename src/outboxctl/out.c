@@ -57,14 +57,29 @@ obx_ctl_str(json_t *obj, const char *key)
     return json_string_value(json_object_get(obj, key));
 }
 
-/* One key=value, the value quoted (JSON-style) when it has spaces, quotes or '='. */
+/* A value logfmt reads back as it is: no blank, quote, backslash, '=' or control byte. */
+static int
+plain_word(const char *text)
+{
+    if (text[0] == '\0') {
+        return 0;
+    }
+    for (const unsigned char *p = (const unsigned char *)text; *p != '\0'; p++) {
+        if (*p <= ' ' || *p == '"' || *p == '=' || *p == '\\' || *p == 0x7f) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* A field of a text line: a value that could end its field or line is quoted and escaped. */
 static void
 print_pair(const char *key, json_t *obj)
 {
     char buf[2048];
     const char *text = obx_ctl_text(obj, key, buf, sizeof(buf));
 
-    if (text[0] != '\0' && strpbrk(text, " \"=\t") == NULL) {
+    if (plain_word(text)) {
         printf(" %s=%s", key, text);
         return;
     }
@@ -72,10 +87,17 @@ print_pair(const char *key, json_t *obj)
     fputs(key, stdout);
     fputs("=\"", stdout);
     for (const char *p = text; *p != '\0'; p++) {
-        if (*p == '"' || *p == '\\') {
-            fputc('\\', stdout);
+        unsigned char c = (unsigned char)*p;
+
+        if (c == '"' || c == '\\') {
+            printf("\\%c", c);
+        } else if (c == '\n' || c == '\r' || c == '\t') {
+            printf("\\%c", c == '\n' ? 'n' : c == '\r' ? 'r' : 't');
+        } else if (c < 0x20 || c == 0x7f) {
+            printf("\\u%04x", c);
+        } else {
+            fputc(c, stdout);
         }
-        fputc((unsigned char)*p < 0x20 ? '?' : *p, stdout);
     }
     fputc('"', stdout);
 }

@@ -311,3 +311,31 @@ Test(ctl_dead, purge_and_requeue_without_a_filter_are_refused_unless_given_all)
     cr_assert_eq(count_of("SELECT count(*) FROM outbox.dead_letters"), 0);
     relay_env_fini(&env);
 }
+
+/*
+ * A reason is whatever a handler wrote: a line break or a quote in it must
+ * not start a line or a field of outboxctl's text output (logfmt: one
+ * record a line).
+ */
+Test(ctl_dead, a_reason_with_line_breaks_and_quotes_stays_one_escaped_field)
+{
+    struct relay_env env;
+    struct ctl_run r;
+    int lines = 0;
+
+    harness_exec(conn, "INSERT INTO outbox.dead_letters (event_id, handler, reason, attempts) "
+                       "VALUES (gen_random_uuid(), 'mailer', E'boom\\nforged', 3), "
+                       "(gen_random_uuid(), 'mailer', E'tab\\there \"quoted\"', 3)");
+    relay_test_env(&env, "DEAD_NL", "deadnl");
+    ctl_expect(&r, &env, 0, (const char *const[]){"dead", "list", "--handler", "mailer", NULL});
+    for (const char *p = r.out; (p = strchr(p, '\n')) != NULL; p++) {
+        lines++;
+    }
+    cr_assert(strstr(r.out, "reason=\"boom\\nforged\"") != NULL,
+              "a line break is not escaped in its field:\n%s", r.out);
+    cr_assert(strstr(r.out, "reason=\"tab\\there \\\"quoted\\\"\"") != NULL,
+              "a tab or a quote is not escaped in its field:\n%s", r.out);
+    cr_assert_eq(lines, 3, "two dead letters and the summary, not %d lines:\n%s", lines, r.out);
+    ctl_run_fini(&r);
+    relay_env_fini(&env);
+}
