@@ -87,10 +87,7 @@ obx_stream_audit(const char *nats_url, const char *stream, const char *subjects,
             snprintf(err, err_len, "read %lld of %lld messages", seen, want);
         }
     }
-    natsSubscription_Unsubscribe(sub);
-    natsSubscription_Destroy(sub);
-    jsCtx_Destroy(js);
-    natsConnection_Destroy(nc);
+    obx_nats_teardown(nc, js, sub);
     return rc;
 }
 
@@ -106,7 +103,6 @@ obx_stream_message_count(const char *nats_url, const char *stream)
         natsConnection_JetStream(&js, nc, NULL) == NATS_OK) {
         count = message_count(js, stream);
     }
-    jsCtx_Destroy(js);
-    natsConnection_Destroy(nc);
+    obx_nats_teardown(nc, js, NULL);
     return count;
 }

@@ -53,6 +53,5 @@ obx_bench_stream_delete(const char *url, const char *name)
         natsConnection_JetStream(&js, nc, NULL) == NATS_OK) {
         js_DeleteStream(js, name, NULL, NULL);
     }
-    jsCtx_Destroy(js);
-    natsConnection_Destroy(nc);
+    obx_nats_teardown(nc, js, NULL);
 }

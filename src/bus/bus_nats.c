@@ -95,13 +95,10 @@ drop_connection(struct obx_bus *bus)
     bus->live_nc = NULL; /* its late callbacks no longer concern any batch */
     pthread_mutex_unlock(&bus->mu);
     obx_bus_reclaim_pending(bus);
-    jsCtx_Destroy(bus->js);
+    obx_nats_teardown(bus->nc, bus->js, NULL); /* on_closed drops its reference later */
     bus->js = NULL;
     bus->js_used = 0;
-    if (bus->nc != NULL) {
-        natsConnection_Destroy(bus->nc); /* closes; on_closed drops its reference later */
-        bus->nc = NULL;
-    }
+    bus->nc = NULL;
 }
 
 static outbox_status

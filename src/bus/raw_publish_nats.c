@@ -201,10 +201,7 @@ obx_raw_publish_rate(const char *url, const char *stream, const char *subject_pr
     }
     pthread_mutex_unlock(&t.mu);
 done:
-    jsCtx_Destroy(js);
-    if (nc != NULL) {
-        natsConnection_Destroy(nc);
-    }
+    obx_nats_teardown(nc, js, NULL);
     free(body);
     pthread_cond_destroy(&t.cond);
     pthread_mutex_destroy(&t.mu);

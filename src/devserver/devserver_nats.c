@@ -33,6 +33,7 @@
 
 #include "devserver_exec.h"
 #include "devserver_probe.h"
+#include "support/nats_conn_nats.h"
 
 #include "common/banned.h" /* last: poisons unsafe functions */
 
@@ -145,8 +146,7 @@ jetstream_answers(int port, char *why, size_t len)
     }
     snprintf(why, len, "%s (jetstream error %d)", natsStatus_GetText(s), (int)jerr);
     jsAccountInfo_Destroy(info);
-    jsCtx_Destroy(js);
-    natsConnection_Destroy(nc);
+    obx_nats_teardown(nc, js, NULL);
     natsOptions_Destroy(opts);
     return s;
 }

@@ -100,11 +100,10 @@ on_closed(natsConnection *nc, void *closure)
 static void
 drop_connection(struct obx_nats_feed *f)
 {
-    natsSubscription_Destroy(f->sub); /* a bound consumer is never deleted by this */
-    f->sub = NULL;
-    jsCtx_Destroy(f->js);
+    /* A bound consumer is never deleted by this; on_closed drops its reference later. */
+    obx_nats_teardown(f->nc, f->js, f->sub);
     f->js = NULL;
-    natsConnection_Destroy(f->nc); /* closes; on_closed drops its reference later */
+    f->sub = NULL;
     f->nc = NULL;
     f->ready = 0;
 }

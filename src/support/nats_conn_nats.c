@@ -243,6 +243,17 @@ obx_nats_connect_once(const char *url, const char *name, natsConnection **nc, ou
     return OUTBOX_OK;
 }
 
+void
+obx_nats_teardown(natsConnection *nc, jsCtx *js, natsSubscription *sub)
+{
+    if (nc != NULL) {
+        natsConnection_Close(nc); /* returns after the reader thread has ended */
+    }
+    jsCtx_Destroy(js);
+    natsSubscription_Destroy(sub); /* closed with the connection: no UNSUB is sent */
+    natsConnection_Destroy(nc);
+}
+
 int
 obx_nats_status_is_transport(natsStatus s)
 {

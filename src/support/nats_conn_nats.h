@@ -52,6 +52,16 @@ outbox_status obx_nats_options_new(const struct obx_nats_settings *s, natsOption
 outbox_status obx_nats_connect_once(const char *url, const char *name, natsConnection **nc,
                                     outbox_error *err);
 
+/*
+ * Ends a connection with its JetStream context and subscription (any may be
+ * NULL): the connection is closed first, which joins nats.c's reader thread,
+ * and only then are the subscriptions freed (the context owns one for
+ * publish acks). nats.c 3.4.1 looks a subscription up for an arriving message
+ * and uses it without holding a reference, so freeing one while the reader
+ * runs is a use-after-free (fixed upstream in 3.7.0).
+ */
+void obx_nats_teardown(natsConnection *nc, jsCtx *js, natsSubscription *sub);
+
 /* True for statuses that mean "cannot reach NATS right now": retry later. */
 int obx_nats_status_is_transport(natsStatus s);
 

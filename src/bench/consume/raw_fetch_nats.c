@@ -55,8 +55,6 @@ obx_bench_raw_fetch_ack(const char *url, const char *stream, const char *subject
     if (rc != 0) {
         fprintf(stderr, "outbox-bench: raw fetch read %lld of %lld messages\n", seen, count);
     }
-    natsSubscription_Destroy(sub);
-    jsCtx_Destroy(js);
-    natsConnection_Destroy(nc);
+    obx_nats_teardown(nc, js, sub);
     return rc;
 }

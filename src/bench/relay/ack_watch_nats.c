@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "bench/bench.h"
+#include "support/nats_conn_nats.h"
 
 #include "common/banned.h" /* last: poisons unsafe functions */
 
@@ -88,8 +89,7 @@ obx_bench_ack_watch_stop(struct obx_bench_ack_watch *w)
     if (w == NULL) {
         return;
     }
-    natsSubscription_Destroy(w->sub);
-    natsConnection_Destroy(w->nc);
+    obx_nats_teardown(w->nc, NULL, w->sub);
     pthread_mutex_destroy(&w->lock);
     free(w->arrived_at);
     free(w);

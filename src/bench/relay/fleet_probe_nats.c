@@ -65,7 +65,6 @@ obx_fleet_probe_start(struct obx_fleet_probe *p, const char *nats_url, const cha
 void
 obx_fleet_probe_stop(struct obx_fleet_probe *p)
 {
-    natsSubscription_Destroy(p->sub);
-    natsConnection_Destroy(p->nc);
+    obx_nats_teardown(p->nc, NULL, p->sub);
     p->sub = p->nc = NULL;
 }

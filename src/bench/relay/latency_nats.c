@@ -121,8 +121,7 @@ obx_bench_relay_latency(const struct obx_bench_env *env, int rate_per_s, double 
         obx_bench_pace(obx_bench_now(), 0.01);
     }
     obx_bench_workers_stop(&ws);
-    natsSubscription_Destroy(sub);
-    natsConnection_Destroy(nc);
+    obx_nats_teardown(nc, NULL, sub);
     obx_bench_stream_delete(env->nats_url, "BENCH_LAT");
     percentiles(&run, p50_ms, p99_ms, samples);
     free(run.commit_at);

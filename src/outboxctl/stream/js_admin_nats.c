@@ -28,6 +28,7 @@
 struct obx_ctl_js {
     natsConnection *nc;
     jsCtx *js;
+    natsSubscription *walked; /* freed only after the connection closes */
 };
 
 outbox_status
@@ -77,8 +78,7 @@ void
 obx_ctl_js_close(struct obx_ctl_js *js)
 {
     if (js != NULL) {
-        jsCtx_Destroy(js->js);
-        natsConnection_Destroy(js->nc);
+        obx_nats_teardown(js->nc, js->js, js->walked);
         free(js);
     }
 }
@@ -328,7 +328,10 @@ obx_ctl_js_walk(struct obx_ctl_js *js, const char *stream, obx_ctl_js_each_fn ea
         st = walk_messages(sub, si->State.LastSeq, each, ctx, count, err);
         natsSubscription_Unsubscribe(sub);
     }
-    natsSubscription_Destroy(sub);
+    /* Kept until the connection closes: the reader may still hold it (see
+     * obx_nats_teardown); an earlier walk's is long out of its hands. */
+    natsSubscription_Destroy(js->walked);
+    js->walked = sub;
     jsStreamInfo_Destroy(si);
     return st;
 }
