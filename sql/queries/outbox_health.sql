@@ -7,9 +7,13 @@
 -- live rows fetched over scans (idx_tup_fetch) are the rows a lease read
 -- from the table: the rows it leased plus those it stepped over.
 SELECT
-    (SELECT extract(epoch FROM now() - min(next_attempt_at))::bigint
+    -- The first due row in the claim index's order, not min() over all due
+    -- rows: without statistics the planner aggregated the whole due range.
+    (SELECT extract(epoch FROM now() - next_attempt_at)::bigint
        FROM /*schema*/events
-      WHERE published_at IS NULL AND status = 'pending' AND next_attempt_at <= now())
+      WHERE published_at IS NULL AND status = 'pending' AND next_attempt_at <= now()
+      ORDER BY next_attempt_at
+      LIMIT 1)
         AS oldest_due_s,
     -- Leased rows are at the head of the due order: relays lease the oldest
     -- due rows first, and a leased row keeps the next_attempt_at it was
