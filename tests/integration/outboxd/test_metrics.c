@@ -4,12 +4,15 @@
  * /metrics while they work: the relay's counters, its lease, finish and
  * publish histograms, the outbox's gauges (the oldest due row during a
  * broker outage, dead tuples, the duplicate window's headroom), and the
- * consumer's claims, per-handler counters and dead letters.
+ * consumer's claims, per-handler counters and dead letters; both bodies as
+ * promtool's parser and linter read them.
  */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <criterion/criterion.h>
 
@@ -66,6 +69,33 @@ expect_histogram(const char *body, const char *name, double min_count)
     cr_expect_leq(previous, inf);
 }
 
+/* `promtool check metrics` (Prometheus's own parser and linter) accepts the
+ * body: no problem reported, exit 0. CI installs it with scripts/install-deps test. */
+static void
+expect_promtool_accepts(const char *body, const char *daemon)
+{
+    char path[] = "/tmp/outbox-metrics-XXXXXX", cmd[128], out[4096];
+    size_t n = 0, len = strlen(body);
+    FILE *p;
+    int fd = mkstemp(path), status;
+
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(write(fd, body, len), (ssize_t)len);
+    close(fd);
+    snprintf(cmd, sizeof(cmd), "promtool check metrics <%s 2>&1", path);
+    p = popen(cmd, "r");
+    cr_assert_not_null(p);
+    while (n + 1 < sizeof(out) && fgets(out + n, (int)(sizeof(out) - n), p) != NULL)
+        n += strlen(out + n);
+    out[n] = '\0';
+    status = pclose(p);
+    unlink(path);
+    cr_assert(!(WIFEXITED(status) && WEXITSTATUS(status) == 127),
+              "promtool not found: run scripts/install-deps test (Debian's prometheus package)");
+    cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 0 && n == 0,
+              "%s: promtool check metrics (status %d) says:\n%s", daemon, status, out);
+}
+
 Test(metrics, a_relay_reports_its_counters_histograms_and_the_outboxs_health)
 {
     struct harness_proc relay;
@@ -84,6 +114,7 @@ Test(metrics, a_relay_reports_its_counters_histograms_and_the_outboxs_health)
     expect_histogram(body, "outbox_relay_lease_duration_seconds", 1);
     expect_histogram(body, "outbox_relay_finish_duration_seconds", 1);
     expect_histogram(body, "outbox_relay_publish_duration_seconds", 1);
+    expect_promtool_accepts(body, "relay");
     free(body);
     /* Sampled every few seconds: dead tuples of the finished rows, nothing waiting. */
     body = http_wait_metric(port, "outbox_relay_table_dead_tuples", 1);
@@ -134,6 +165,7 @@ Test(metrics, a_consumer_reports_claims_and_each_handlers_counters_and_dead_lett
     cr_expect_eq(http_metric(body, "outbox_dead_letters{handler=\"audit\"}"), 0);
     cr_expect_eq(http_metric(body, "outbox_consumer_handler_failed_total{handler=\"broken\"}"), 30,
                  "%s", body);
+    expect_promtool_accepts(body, "consumer");
     free(body);
     consume_test_stop(&c, 10000);
     consume_group_fini(&g);
