@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Builds one writer example from examples/LANG into WORK_DIR (once: later
+# runs reuse it; a lock keeps parallel tests from building at the same time)
+# and runs it with the caller's environment (DATABASE_URL).
+#   run_example.sh python|go|java|node WORK_DIR
+# The toolchains come from scripts/install-deps stacks; everything builds
+# offline: Go from Debian's /usr/share/gocode, Java with javac against
+# Debian's JDBC jar, Node from the example's package-lock.json.
+set -euo pipefail
+lang=$1
+work=$2/$lang
+src=$(cd "$(dirname "$0")/../../../examples/$lang" && pwd)
+jdbc=/usr/share/java/postgresql.jar
+fail() {
+  echo "run_example.sh: $*" >&2
+  exit 1
+}
+need() {
+  command -v "$1" >/dev/null || [ -e "$1" ] || fail "$lang example needs $1: run scripts/install-deps stacks"
+}
+
+mkdir -p "$work"
+exec 9>"$work.lock"
+flock 9
+case $lang in
+python)
+  need /usr/bin/python3
+  /usr/bin/python3 -c 'import psycopg' 2>/dev/null || fail "no psycopg: run scripts/install-deps stacks"
+  flock -u 9
+  exec /usr/bin/python3 "$src/writer.py"
+  ;;
+go)
+  need go
+  # GOPATH mode: pgx v4 and its dependencies from Debian's packages, no network.
+  GO111MODULE=off GOPATH=/usr/share/gocode GOCACHE="$work/cache" GOFLAGS= \
+    go build -o "$work/writer" "$src"
+  flock -u 9
+  exec "$work/writer"
+  ;;
+java)
+  need javac
+  need "$jdbc"
+  if [ ! -e "$work/ReviewWriter.class" ] || [ "$src/ReviewWriter.java" -nt "$work/ReviewWriter.class" ]; then
+    javac -d "$work" -cp "$jdbc" "$src/ReviewWriter.java"
+  fi
+  flock -u 9
+  exec java -cp "$work:$jdbc" ReviewWriter
+  ;;
+node)
+  need npm
+  # A copy, so npm never writes into the source tree; npm's cache makes it quick.
+  if ! cmp -s "$src/package-lock.json" "$work/package-lock.json"; then
+    cp "$src/package.json" "$src/package-lock.json" "$work/"
+    (cd "$work" && npm ci --no-audit --no-fund --prefer-offline --loglevel=error >&2)
+  fi
+  cp "$src/writer.mjs" "$work/"
+  flock -u 9
+  exec node "$work/writer.mjs"
+  ;;
+*) fail "unknown language $lang (python, go, java, node)" ;;
+esac
