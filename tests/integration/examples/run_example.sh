@@ -32,8 +32,8 @@ python)
 go)
   need go
   # GOPATH mode: pgx v4 and its dependencies from Debian's packages, no network.
-  GO111MODULE=off GOPATH=/usr/share/gocode GOCACHE="$work/cache" GOFLAGS= \
-    go build -o "$work/writer" "$src"
+  (cd "$src" && GO111MODULE=off GOPATH=/usr/share/gocode GOCACHE="$work/cache" GOFLAGS="" \
+    go build -o "$work/writer" .)
   flock -u 9
   exec "$work/writer"
   ;;

@@ -246,3 +246,13 @@ Test(writer_examples, python_through_pgbouncer_writes_again_after_a_lost_commit_
 {
     example_runs("python", VIA_PGBOUNCER);
 }
+
+Test(writer_examples, go_writes_each_event_once_and_resolves_a_lost_commit_as_committed)
+{
+    example_runs("go", DIRECT);
+}
+
+Test(writer_examples, go_through_pgbouncer_writes_again_after_a_lost_commit_that_aborted)
+{
+    example_runs("go", VIA_PGBOUNCER);
+}
