@@ -55,12 +55,14 @@ write_config(const struct harness_pgbouncer *pb, const char *pool_mode)
 {
     char path[600], text[2048];
 
+    /* ignore_startup_parameters: JDBC sends extra_float_digits when it connects, which
+     * PgBouncer refuses unless told to ignore it (docs/writing-events.md). */
     snprintf(text, sizeof(text),
              "[databases]\n* = host=127.0.0.1 port=%d\n"
              "[pgbouncer]\nlisten_addr = 127.0.0.1\nlisten_port = %d\nunix_socket_dir =\n"
              "auth_type = trust\nauth_file = %s/users.txt\npool_mode = %s\n"
              "logfile = %s/pgbouncer.log\npidfile =\nmax_client_conn = 200\n"
-             "default_pool_size = 20\n",
+             "default_pool_size = 20\nignore_startup_parameters = extra_float_digits\n",
              pb->target_port, pb->port, pb->dir, pool_mode, pb->dir);
     snprintf(path, sizeof(path), "%s/pgbouncer.ini", pb->dir);
     write_file(path, text);

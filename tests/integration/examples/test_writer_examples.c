@@ -256,3 +256,13 @@ Test(writer_examples, go_through_pgbouncer_writes_again_after_a_lost_commit_that
 {
     example_runs("go", VIA_PGBOUNCER);
 }
+
+Test(writer_examples, java_writes_each_event_once_and_resolves_a_lost_commit_as_committed)
+{
+    example_runs("java", DIRECT);
+}
+
+Test(writer_examples, java_through_pgbouncer_writes_again_after_a_lost_commit_that_aborted)
+{
+    example_runs("java", VIA_PGBOUNCER);
+}
