@@ -266,3 +266,13 @@ Test(writer_examples, java_through_pgbouncer_writes_again_after_a_lost_commit_th
 {
     example_runs("java", VIA_PGBOUNCER);
 }
+
+Test(writer_examples, node_writes_each_event_once_and_resolves_a_lost_commit_as_committed)
+{
+    example_runs("node", DIRECT);
+}
+
+Test(writer_examples, node_through_pgbouncer_writes_again_after_a_lost_commit_that_aborted)
+{
+    example_runs("node", VIA_PGBOUNCER);
+}
