@@ -4,7 +4,8 @@
  * an experienced operator would, one finding per check: ok, warn or error,
  * what it saw, and the command or setting that fixes it. Exit 1 on any
  * error. The database part: schema at this build's migration, a
- * transaction-mode pooler in the way, NOTIFY reaching a LISTEN, clock
+ * transaction-mode pooler in the way (and session state it passes from
+ * client to client), NOTIFY reaching a LISTEN, clock
  * skew, the xmin horizon, the outbox table's dead tuples and vacuums,
  * idle_in_transaction_session_timeout. The broker part (doctor_stream.c):
  * the stream and the settings the relays need, the server's version and
@@ -103,6 +104,49 @@ report_pooler(struct obx_doctor *d, const struct obx_ctl_session_probe *p)
                    "%s in transaction mode (%s); relays poll (OUTBOX_LISTEN=0)", pooler, how);
 }
 
+/*
+ * Behind a transaction-mode pooler, session state passes from one client to
+ * the next with the server connection: the relays' (and OUTBOX_BUS=db
+ * consumers') synchronous_commit=off would make writers' and the ledger's
+ * commits return before they are durable, their planner settings would
+ * steer other clients' plans, and their statements, prepared by name, would
+ * meet another schema's statement of the same name. An error when this
+ * connection carries synchronous_commit=off from another client, a warning
+ * otherwise: doctor sees one server connection, not the pool.
+ */
+static void
+report_pooled_state(struct obx_doctor *d, const char *pooler)
+{
+    static const char fix[] =
+        "give the relays (and OUTBOX_BUS=db consumers) a pool of their own for each database "
+        "and outbox schema (a PgBouncer [databases] entry only they use), or connect them "
+        "directly or through a session-mode pool; writers and ledger consumers keep theirs";
+    char settings[1024];
+    int sync_off = 0;
+    outbox_error err = {0};
+
+    if (obx_ctl_probe_inherited(d->conn, settings, sizeof(settings), &sync_off, &err) !=
+        OUTBOX_OK) {
+        obx_doctor_add(d, "pooled_session_state", "warn", fix, "cannot read pg_settings: %s",
+                       err.message);
+    } else if (settings[0] != '\0') {
+        obx_doctor_add(d, "pooled_session_state", sync_off ? "error" : "warn", fix,
+                       "this server connection of %s carries session settings an earlier "
+                       "client left: %s%s",
+                       pooler, settings,
+                       sync_off ? "; with synchronous_commit=off every client's commit on it "
+                                  "returns before it is durable (writers' events, the ledger)"
+                                : "");
+    } else {
+        obx_doctor_add(d, "pooled_session_state", "warn", fix,
+                       "no session setting carried over to this server connection of %s now, "
+                       "but relays set synchronous_commit=off and planner settings for their "
+                       "sessions and prepare statements by name: in a shared pool those reach "
+                       "other clients",
+                       pooler);
+    }
+}
+
 /* A pooler in transaction mode, and LISTEN/NOTIFY. */
 static void
 check_session(struct obx_doctor *d)
@@ -116,6 +160,7 @@ check_session(struct obx_doctor *d)
     } else if (p.backend_changed || p.setting_lost || p.backend_shared) {
         pooled = 1;
         report_pooler(d, &p);
+        report_pooled_state(d, p.pooler[0] != '\0' ? p.pooler : "the pooler");
     } else if (p.client_port[0] != '\0' && strcmp(p.client_port, p.server_port) != 0) {
         obx_doctor_add(d, "pooler", "warn",
                        "if it is PgBouncer in transaction mode: OUTBOX_LISTEN=0 for relays, "

@@ -26,6 +26,17 @@ struct obx_ctl_session_probe {
 outbox_status obx_ctl_probe_session(PGconn *conn, struct obx_ctl_session_probe *out,
                                     outbox_error *err);
 
+/*
+ * Session settings the server process running this statement carries from
+ * an earlier client: a transaction-mode pooler hands a server connection to
+ * the next client with whatever a SET (or set_config(..., false)) left on
+ * it. `settings` gets "name=value, ..." ("" when none); *sync_off is 1 when
+ * synchronous_commit=off is among them. Settings the pooler or outboxctl's
+ * own connection set, and the outbox.* probe settings, are not counted.
+ */
+outbox_status obx_ctl_probe_inherited(PGconn *conn, char *settings, size_t cap, int *sync_off,
+                                      outbox_error *err);
+
 /* LISTENs on a channel of its own, NOTIFYs it and waits up to `wait_ms`; *heard 1 if it came. */
 outbox_status obx_ctl_probe_notify(PGconn *conn, int wait_ms, int *heard, outbox_error *err);
 

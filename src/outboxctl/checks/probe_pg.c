@@ -149,6 +149,30 @@ obx_ctl_probe_session(PGconn *conn, struct obx_ctl_session_probe *out, outbox_er
     return OUTBOX_OK;
 }
 
+outbox_status
+obx_ctl_probe_inherited(PGconn *conn, char *settings, size_t cap, int *sync_off, outbox_error *err)
+{
+    /* The pooler sets the client's startup parameters on the server connection it hands
+     * over; outboxctl's connection sets the two timeouts (session_setup.sql). */
+    PGresult *res = one_row(
+        conn,
+        "SELECT coalesce(string_agg(name || '=' || setting, ', ' ORDER BY name), ''), "
+        "coalesce(bool_or(name = 'synchronous_commit' AND setting = 'off'), false) "
+        "FROM pg_settings WHERE source = 'session' AND name NOT LIKE 'outbox.%' "
+        "AND name NOT IN ('application_name', 'client_encoding', 'DateStyle', 'IntervalStyle', "
+        "'TimeZone', 'standard_conforming_strings', 'extra_float_digits', 'statement_timeout', "
+        "'idle_in_transaction_session_timeout')",
+        err);
+
+    if (res == NULL) {
+        return err != NULL ? err->code : OUTBOX_EDB;
+    }
+    snprintf(settings, cap, "%s", PQgetvalue(res, 0, 0));
+    *sync_off = strcmp(PQgetvalue(res, 0, 1), "t") == 0;
+    PQclear(res);
+    return OUTBOX_OK;
+}
+
 static outbox_status
 exec_command(PGconn *conn, const char *sql, outbox_error *err)
 {

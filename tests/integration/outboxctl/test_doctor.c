@@ -7,7 +7,10 @@
  * each with its fix; a connection through a proxy is a pooler warning;
  * PgBouncer in transaction mode is an error named PgBouncer while relays
  * LISTEN (the default), a warning once OUTBOX_LISTEN=0, and nothing of the
- * kind in session mode.
+ * kind in session mode. Through a transaction-mode pool that a relay used
+ * before, doctor finds the relay's synchronous_commit=off on the server
+ * connection it is handed: an error, since every client of that pool
+ * would commit without waiting for durability.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -261,7 +264,38 @@ Test(ctl_doctor, pgbouncer_in_transaction_mode_with_polling_relays_is_a_warning)
     cr_assert_str_eq(ctl_str(f, "level"), "warn", "%s", r.out);
     cr_assert(strstr(ctl_str(f, "saw"), "PgBouncer") != NULL, "%s", r.out);
     cr_assert(strstr(ctl_str(f, "fix"), "outboxctl migrate") != NULL, "%s", r.out);
+    f = finding(&r, "pooled_session_state"); /* nothing carried over yet: the rule, as a warning */
+    cr_assert_str_eq(ctl_str(f, "level"), "warn", "%s", r.out);
+    cr_assert(strstr(ctl_str(f, "fix"), "pool of their own") != NULL, "%s", r.out);
     ctl_run_fini(&r);
+}
+
+Test(ctl_doctor, a_transaction_pool_carrying_a_relays_synchronous_commit_off_is_an_error)
+{
+    struct harness_pgbouncer pb;
+    struct harness_proc relay;
+    struct relay_env env;
+    struct ctl_run r;
+    json_t *f;
+    char *url;
+
+    make_stream("DOC_PBR", "docpbr", 3600, js_LimitsPolicy);
+    harness_pgbouncer_start(&pb, harness_pg_port(), "transaction");
+    url = harness_db_url_via(pb.port);
+    relay_env_init(&env, url, harness_nats_url(), "DOC_PBR", "docpbr");
+    relay_env_set(&env, "OUTBOX_LISTEN", "0");
+    relay_test_start(&relay, &env, "pooled");
+    HARNESS_WAIT_UNTIL(harness_proc_log_contains(&relay, "outboxd ready"), 20000);
+    relay_test_stop(&relay, 10000); /* its server connections stay in the pool, as they were */
+    ctl_expect(&r, &env, 1, (const char *const[]){"doctor", "--json", NULL});
+    f = finding(&r, "pooled_session_state");
+    cr_assert_str_eq(ctl_str(f, "level"), "error", "%s", r.out);
+    cr_assert(strstr(ctl_str(f, "saw"), "synchronous_commit=off") != NULL, "%s", r.out);
+    cr_assert(strstr(ctl_str(f, "fix"), "pool of their own") != NULL, "%s", r.out);
+    ctl_run_fini(&r);
+    harness_pgbouncer_stop(&pb);
+    relay_env_fini(&env);
+    free(url);
 }
 
 Test(ctl_doctor, pgbouncer_in_session_mode_keeps_the_session)
