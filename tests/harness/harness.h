@@ -261,7 +261,14 @@ struct harness_pgbouncer {
  * it accepts connections. As root it runs as postgres (it refuses root).
  */
 int harness_pgbouncer_start(struct harness_pgbouncer *pb, int target_port, const char *pool_mode);
+
 void harness_pgbouncer_stop(struct harness_pgbouncer *pb);
+
+/*
+ * A second user PgBouncer knows (the test creates the role): a pool is per
+ * database and user, so daemons connecting as it get a pool of their own.
+ */
+#define HARNESS_PGBOUNCER_RELAY_USER "outbox_relay_pool"
 
 /* ---- diagnostics --------------------------------------------------------------------- */
 

@@ -67,8 +67,10 @@ write_config(const struct harness_pgbouncer *pb, const char *pool_mode)
     snprintf(path, sizeof(path), "%s/pgbouncer.ini", pb->dir);
     write_file(path, text);
     give_to_postgres(path);
+    /* HARNESS_PGBOUNCER_RELAY_USER too: PgBouncer pools per database and user, so relays
+     * connecting as that user get server connections no other client is handed. */
     snprintf(path, sizeof(path), "%s/users.txt", pb->dir);
-    write_file(path, "\"postgres\" \"\"\n");
+    write_file(path, "\"postgres\" \"\"\n\"" HARNESS_PGBOUNCER_RELAY_USER "\" \"\"\n");
     give_to_postgres(path);
 }
 
