@@ -22,6 +22,7 @@ from psycopg.types.json import Jsonb
 
 MOVIE_ID = "0190a3b2-1c2d-7e3f-8a9b-0c1d2e3f4a5b"
 RESOLVE_TIMEOUT_S = 60
+SINGLE_REVIEWS = 6
 
 
 # docs:start connect
@@ -129,8 +130,10 @@ def main():
     conn.execute("CREATE TABLE IF NOT EXISTS reviews (id uuid PRIMARY KEY DEFAULT "
                  "gen_random_uuid(), movie_id uuid NOT NULL, stars integer NOT NULL)")
     conn.autocommit = False
-    for step, work in (("single", lambda c: add_review(c, 5)),
-                       ("many", lambda c: add_review_and_rating(c, 4))):
+    # Six single reviews: psycopg prepares a statement on the server from its fifth
+    # run on, unless told not to, and that is where a transaction pooler breaks it.
+    steps = [("single", lambda c: add_review(c, 5))] * SINGLE_REVIEWS
+    for step, work in steps + [("many", lambda c: add_review_and_rating(c, 4))]:
         conn, (review_id, event_ids), in_doubt = write(url, conn, work)
         print(json.dumps({"step": step, "review_id": review_id, "event_ids": event_ids,
                           "in_doubt": in_doubt}), flush=True)

@@ -262,6 +262,10 @@ struct harness_pgbouncer {
  */
 int harness_pgbouncer_start(struct harness_pgbouncer *pb, int target_port, const char *pool_mode);
 
+/* Same, with `settings` ("name = value" lines, each ending in a newline) added to [pgbouncer]. */
+int harness_pgbouncer_start_with(struct harness_pgbouncer *pb, int target_port,
+                                 const char *pool_mode, const char *settings);
+
 void harness_pgbouncer_stop(struct harness_pgbouncer *pb);
 
 /*

@@ -51,7 +51,7 @@ give_to_postgres(const char *path)
 }
 
 static void
-write_config(const struct harness_pgbouncer *pb, const char *pool_mode)
+write_config(const struct harness_pgbouncer *pb, const char *pool_mode, const char *extra)
 {
     char path[600], text[2048];
 
@@ -62,8 +62,8 @@ write_config(const struct harness_pgbouncer *pb, const char *pool_mode)
              "[pgbouncer]\nlisten_addr = 127.0.0.1\nlisten_port = %d\nunix_socket_dir =\n"
              "auth_type = trust\nauth_file = %s/users.txt\npool_mode = %s\n"
              "logfile = %s/pgbouncer.log\npidfile =\nmax_client_conn = 200\n"
-             "default_pool_size = 20\nignore_startup_parameters = extra_float_digits\n",
-             pb->target_port, pb->port, pb->dir, pool_mode, pb->dir);
+             "default_pool_size = 20\nignore_startup_parameters = extra_float_digits\n%s",
+             pb->target_port, pb->port, pb->dir, pool_mode, pb->dir, extra != NULL ? extra : "");
     snprintf(path, sizeof(path), "%s/pgbouncer.ini", pb->dir);
     write_file(path, text);
     give_to_postgres(path);
@@ -76,6 +76,13 @@ write_config(const struct harness_pgbouncer *pb, const char *pool_mode)
 
 int
 harness_pgbouncer_start(struct harness_pgbouncer *pb, int target_port, const char *pool_mode)
+{
+    return harness_pgbouncer_start_with(pb, target_port, pool_mode, NULL);
+}
+
+int
+harness_pgbouncer_start_with(struct harness_pgbouncer *pb, int target_port, const char *pool_mode,
+                             const char *settings)
 {
     char ini[600];
     char *as_root[] = {"runuser", "-u", "postgres", "--", "pgbouncer", ini, NULL};
@@ -93,7 +100,7 @@ harness_pgbouncer_start(struct harness_pgbouncer *pb, int target_port, const cha
 
         pb->port = obx_dev_free_port();
         cr_assert(pb->port > 0, "harness_pgbouncer_start: no free port");
-        write_config(pb, pool_mode);
+        write_config(pb, pool_mode, settings);
         harness_spawn(&pb->proc, geteuid() == 0 ? as_root : as_user, NULL);
         while (!obx_dev_tcp_connects(pb->port) && harness_proc_wait(&pb->proc, 0) < 0 &&
                harness_now_ms() < deadline) {

@@ -12,7 +12,9 @@
  *   - the lost COMMIT was resolved as it really ended: committed when the
  *     server got it, aborted (then written again) when it did not.
  * Directly, and through PgBouncer in transaction mode with each client's
- * settings for it. The examples are built by run_example.sh.
+ * settings for it (on a pool that moves each transaction to another server
+ * connection, where a statement prepared by name would be missing). The
+ * examples are built by run_example.sh.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,6 +32,19 @@
 #include "common/banned.h" /* last: poisons unsafe functions */
 
 enum route { DIRECT, VIA_PGBOUNCER };
+
+/* What each example writes: six reviews with one event each, one with two (enqueue_many). */
+enum { STEPS = 7, EVENTS = 8 };
+
+/*
+ * PgBouncer hands each transaction to the pool's least recently used server
+ * connection (warm_pool() makes four): consecutive transactions of one
+ * client land on different ones, as on a busy pool, so a statement a client
+ * prepared on the server is gone at its next run, and a client without its
+ * pooler setting fails here.
+ */
+#define PGBOUNCER_BUSY_POOL "server_round_robin = 1\n"
+enum { POOL_SERVERS = 4 };
 
 /* What an example printed: one JSON object per line. */
 struct example_output {
@@ -128,6 +143,24 @@ parse_output(char *log, struct example_output *out)
     }
 }
 
+/* Makes the pool behind `url` open `n` server connections: n transactions at once. */
+static void
+warm_pool(const char *url, int n)
+{
+    PGconn *c[POOL_SERVERS];
+
+    for (int i = 0; i < n; i++) {
+        c[i] = PQconnectdb(url);
+        cr_assert_eq(PQstatus(c[i]), CONNECTION_OK, "%s", PQerrorMessage(c[i]));
+        harness_exec(c[i], "BEGIN");
+        harness_exec(c[i], "SELECT 1");
+    }
+    for (int i = 0; i < n; i++) {
+        harness_exec(c[i], "COMMIT");
+        PQfinish(c[i]);
+    }
+}
+
 /* Runs run_example.sh for `lang` against `url`; returns its output (malloc'd). */
 static char *
 run_example(const char *lang, const char *url)
@@ -172,14 +205,16 @@ count_reviews(const char *where_id)
 static void
 check_output(const char *lang, const struct example_output *out, const char *want_fate)
 {
-    cr_assert_eq(out->steps, 2, "%s: %zu committed steps reported, want 2", lang, out->steps);
-    cr_assert_eq(out->events, 3, "%s: %zu events reported, want 1 + 2", lang, out->events);
+    cr_assert_eq(out->steps, STEPS, "%s: %zu committed steps reported, want %d", lang, out->steps,
+                 STEPS);
+    cr_assert_eq(out->events, EVENTS, "%s: %zu events reported, want %d", lang, out->events,
+                 EVENTS);
     cr_assert_str_eq(out->refused_sqlstate, "22023", "%s: the refused event's SQLSTATE", lang);
     cr_assert_neq(out->refused_review[0], '\0', "%s: no refused review id reported", lang);
     cr_assert_eq(count_reviews(out->refused_review), 0,
                  "%s: review %s outlived the event refused in its transaction", lang,
                  out->refused_review);
-    cr_assert_eq(count_reviews(NULL), 2,
+    cr_assert_eq(count_reviews(NULL), STEPS,
                  "%s: %lld reviews, want one per committed step (a lost commit written twice, "
                  "or an aborted one not again?)",
                  lang, count_reviews(NULL));
@@ -206,7 +241,11 @@ example_runs(const char *lang, enum route route)
     const char *want_fate = route == DIRECT ? "committed" : "aborted";
 
     if (route == VIA_PGBOUNCER) {
-        target = harness_pgbouncer_start(&pb, harness_pg_port(), "transaction");
+        target = harness_pgbouncer_start_with(&pb, harness_pg_port(), "transaction",
+                                              PGBOUNCER_BUSY_POOL);
+        url = harness_db_url_via(target);
+        warm_pool(url, POOL_SERVERS);
+        free(url);
     }
     cr_assert_gt(
         commit_cutter_start(&cut, target, route == DIRECT ? CUT_AFTER_COMMIT : CUT_BEFORE_COMMIT),
@@ -225,10 +264,10 @@ example_runs(const char *lang, enum route route)
 
     HARNESS_WAIT_UNTIL(relay_test_unfinished(conn) == 0, 30000);
     relay_test_stop(&relay, 10000);
-    cr_assert_eq(relay_test_count(conn, "true"), 3, "%s: outbox rows besides the 3 committed",
-                 lang);
-    cr_assert_eq(relay_test_check(conn, stream).stream, 3, "%s: the stream holds each event once",
-                 lang);
+    cr_assert_eq(relay_test_count(conn, "true"), EVENTS, "%s: outbox rows besides the %d committed",
+                 lang, EVENTS);
+    cr_assert_eq(relay_test_check(conn, stream).stream, EVENTS,
+                 "%s: the stream holds each event once", lang);
     if (route == VIA_PGBOUNCER) {
         harness_pgbouncer_stop(&pb);
     }
