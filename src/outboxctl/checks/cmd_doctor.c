@@ -107,8 +107,8 @@ report_pooler(struct obx_doctor *d, const struct obx_ctl_session_probe *p)
 /*
  * Behind a transaction-mode pooler, session state passes from one client to
  * the next with the server connection: the relays' (and OUTBOX_BUS=db
- * consumers') synchronous_commit=off would make writers' and the ledger's
- * commits return before they are durable, their planner settings would
+ * consumers' lease sessions') synchronous_commit=off would make writers' and
+ * the ledger's commits return before they are durable, their planner settings would
  * steer other clients' plans, and their statements, prepared by name, would
  * meet another schema's statement of the same name. An error when this
  * connection carries synchronous_commit=off from another client, a warning
@@ -118,9 +118,10 @@ static void
 report_pooled_state(struct obx_doctor *d, const char *pooler)
 {
     static const char fix[] =
-        "give the relays (and OUTBOX_BUS=db consumers) a pool of their own for each database "
-        "and outbox schema (a PgBouncer [databases] entry only they use), or connect them "
-        "directly or through a session-mode pool; writers and ledger consumers keep theirs";
+        "give the relays a pool of their own for each database and outbox schema (a login or a "
+        "PgBouncer [databases] entry only they use), or connect them directly or through a "
+        "session-mode pool; OUTBOX_BUS=db consumers directly or in session mode (their ledger "
+        "must commit synchronously)";
     char settings[1024];
     int sync_off = 0;
     outbox_error err = {0};

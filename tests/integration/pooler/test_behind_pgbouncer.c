@@ -8,7 +8,9 @@
  * own, so PgBouncer gives it a pool of its own (docs/writing-events.md):
  * its session settings (synchronous_commit=off among them) never reach the
  * server connections that the writer and the consumer's ledger commit on,
- * which the test samples.
+ * which the test samples. The pool hands each transaction to its least
+ * recently used server connection, so the relay's statements, prepared by
+ * name, keep meeting connections that lack them.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +27,9 @@
 #include "common/banned.h" /* last: poisons unsafe functions */
 
 enum { EVENTS = 300, PER_TRANSACTION = 10 };
+
+/* Each transaction on the least recently used server connection, as on a busy pool. */
+#define BUSY_POOL "server_round_robin = 1\n"
 
 static PGconn *conn;
 
@@ -81,7 +86,7 @@ Test(pgbouncer, relay_and_consumer_in_transaction_mode_deliver_each_event_once)
     PGconn *writer;
 
     create_relay_role();
-    harness_pgbouncer_start(&pb, harness_pg_port(), "transaction");
+    harness_pgbouncer_start_with(&pb, harness_pg_port(), "transaction", BUSY_POOL);
     via = harness_db_url_via(pb.port);
     url = relay_test_db_url_with_secret(via);
     snprintf(relay_url, sizeof(relay_url),
