@@ -68,35 +68,49 @@ struct trust_nats {
     int port;
 };
 
-/*
- * Starts nats-server -c with `body` (after listen and jetstream, which
- * are set here) and waits until it is ready. `body` may use $DIR for the
- * server's directory (the test writes files there) as nats-server's own
- * include paths are relative to the configuration.
- */
+/* Makes the server's directory and picks its port; files may go there before trust_nats_run(). */
 static inline void
-trust_nats_start(struct trust_nats *n, const char *body)
+trust_nats_init(struct trust_nats *n)
 {
-    char conf[600], *argv[] = {"nats-server", "-c", conf, NULL};
-    FILE *f;
-
     memset(n, 0, sizeof(*n));
     snprintf(n->dir, sizeof(n->dir), "/tmp/obx-trust-nats-XXXXXX");
     cr_assert_not_null(mkdtemp(n->dir));
     n->port = obx_dev_free_port();
     snprintf(n->url, sizeof(n->url), "nats://127.0.0.1:%d", n->port);
+}
+
+/*
+ * Starts nats-server -c with `body` after listen and jetstream (set here),
+ * with `env` ("KEY=VALUE", NULL-terminated, may be NULL) added to its
+ * environment, and waits until it is ready. Includes in `body` are relative
+ * to the server's directory.
+ */
+static inline void
+trust_nats_run(struct trust_nats *n, const char *body, char *const env[])
+{
+    char conf[600], *argv[] = {"nats-server", "-c", conf, NULL};
+    FILE *f;
+
     snprintf(conf, sizeof(conf), "%s/server.conf", n->dir);
     f = fopen(conf, "we");
     cr_assert_not_null(f);
     fprintf(f, "listen: 127.0.0.1:%d\njetstream { store_dir: \"%s/js\" }\n%s\n", n->port, n->dir,
             body);
     cr_assert_eq(fclose(f), 0);
-    harness_spawn(&n->proc, argv, NULL);
+    harness_spawn(&n->proc, argv, env);
     HARNESS_WAIT_UNTIL(harness_proc_log_contains(&n->proc, "Server is ready") ||
                            harness_proc_wait(&n->proc, 0) >= 0,
                        20000);
     cr_assert(harness_proc_log_contains(&n->proc, "Server is ready"),
               "nats-server did not start:\n%s\n%s", body, harness_proc_log(&n->proc));
+}
+
+/* trust_nats_init() then trust_nats_run() with no extra environment. */
+static inline void
+trust_nats_start(struct trust_nats *n, const char *body)
+{
+    trust_nats_init(n);
+    trust_nats_run(n, body, NULL);
 }
 
 static inline void
