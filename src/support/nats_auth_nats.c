@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * nats_auth_nats.c - credentials and TLS on nats.c's options (see
- * nats_auth_nats.h).
+ * nats_auth_nats.c - credentials and TLS from the configuration and on
+ * nats.c's options (see nats_auth.h and nats_auth_nats.h).
  *
  * nats.c's own messages for a refused connection say what failed
  * ("certificate verify failed", "Authorization Violation") but not which
@@ -14,6 +14,7 @@
 
 #include "common/error.h"
 #include "config/config_files.h"
+#include "config/settings.h"
 #include "nkey.h"
 
 #include "common/banned.h" /* last: poisons unsafe functions */
@@ -201,4 +202,33 @@ obx_nats_hint_for(const struct obx_nats_hints *h, natsStatus s)
     default:
         return "";
     }
+}
+
+static struct obx_nats_auth tool_auth;
+
+void
+obx_nats_auth_from_config(struct obx_nats_auth *auth, const struct obx_config *cfg)
+{
+    *auth = (struct obx_nats_auth){
+        .creds_file = cfg->nats_creds,
+        .nkey_seed_file = cfg->nats_nkey_seed,
+        .user = cfg->nats_user,
+        .password_file = cfg->nats_password_file,
+        .token_file = cfg->nats_token_file,
+        .tls_ca_file = cfg->nats_tls_ca,
+        .tls_cert_file = cfg->nats_tls_cert,
+        .tls_key_file = cfg->nats_tls_key,
+    };
+}
+
+void
+obx_nats_tool_auth_set(const struct obx_nats_auth *auth)
+{
+    tool_auth = auth != NULL ? *auth : (struct obx_nats_auth){0};
+}
+
+const struct obx_nats_auth *
+obx_nats_tool_auth(void)
+{
+    return &tool_auth;
 }
