@@ -245,3 +245,38 @@ Test(nats_tls, tls_wanted_against_a_plaintext_server_never_falls_back)
     ctl_run_fini(&r);
     relay_env_fini(&env);
 }
+
+/*
+ * outbox-bench consume over mutual TLS: its own connections (stream setup,
+ * the raw fetch baseline) and its consumer workers take the same settings.
+ */
+Test(nats_tls, the_benchmark_takes_the_same_tls_settings)
+{
+    char *argv[] = {(char *)harness_bin("outbox-bench"),
+                    "consume",
+                    "--events",
+                    "100",
+                    "--seconds",
+                    "0.3",
+                    "--batch",
+                    "100",
+                    NULL};
+    struct trust_nats n;
+    struct relay_env env;
+    struct harness_proc p;
+    char *out;
+
+    tls_server(&n, "server.pem", 1);
+    tls_env(&env, "TLS_BENCH", n.url, "ca.pem");
+    client_cert(&env);
+    harness_spawn(&p, argv, env.vars);
+    cr_assert_eq(harness_proc_wait(&p, 120000), 0, "outbox-bench consume failed over TLS:\n%s",
+                 harness_proc_log(&p));
+    out = harness_proc_log(&p);
+    cr_assert(strstr(out, "raw_fetch_ack") != NULL && strstr(out, "consume_jetstream") != NULL,
+              "%s", out);
+    cr_assert(strstr(out, "throwaway nats") == NULL, "the bench started its own server:\n%s", out);
+    free(out);
+    relay_env_fini(&env);
+    trust_nats_stop(&n);
+}
