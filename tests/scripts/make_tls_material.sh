@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Certificates for the TLS tests, made with openssl into DIR (idempotent:
-# an existing DIR/done is kept, so a test binary makes them once per run):
+# a DIR/done younger than 7 days is kept, so a build tree makes them once
+# and the 30-day certificates never expire under a test):
 #   ca.pem                  the test CA
 #   server.pem/-key.pem     signed by it, for 127.0.0.1 and localhost
 #   client.pem/-key.pem     signed by it, for mutual TLS
@@ -9,7 +10,8 @@
 # Keys are P-256: quick to make. faketime backdates the expired one.
 set -euo pipefail
 dir=$1
-[ -e "$dir/done" ] && exit 0
+[ -n "$(find "$dir/done" -mtime -7 2>/dev/null)" ] && exit 0
+rm -rf "$dir"
 mkdir -p "$dir"
 cd "$dir"
 key() { openssl ecparam -name prime256v1 -genkey -noout -out "$1" 2>/dev/null; }

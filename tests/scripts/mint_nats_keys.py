@@ -15,12 +15,13 @@ Writes:
   wrong.creds         a user signed by an account the server does not know
   nkey.seed/.pub      a plain NKey user (authorization users: [{nkey: ...}])
   wrong-nkey.seed     an NKey user the server does not know
-Usage: mint_nats_keys.py DIR (kept if DIR/done exists).
+Usage: mint_nats_keys.py DIR (kept if DIR/done is younger than 7 days).
 """
 import base64
 import hashlib
 import json
 import os
+import shutil
 import sys
 import time
 
@@ -93,9 +94,11 @@ def write(path, text, mode=0o600):
 
 
 def main(out):
-    if os.path.exists(os.path.join(out, "done")):
+    done = os.path.join(out, "done")
+    if os.path.exists(done) and time.time() - os.path.getmtime(done) < 7 * 86400:
         return
-    os.makedirs(out, exist_ok=True)
+    shutil.rmtree(out, ignore_errors=True)
+    os.makedirs(out)
     operator = Key("operator")
     account, stranger = Key("account"), Key("account")
     write(os.path.join(out, "operator.jwt"),
