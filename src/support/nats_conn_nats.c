@@ -70,14 +70,7 @@ fail_as(outbox_error *err, natsStatus s, outbox_status code, const char *doing, 
 outbox_status
 obx_nats_fail(outbox_error *err, natsStatus s, outbox_status otherwise, const char *doing)
 {
-    outbox_status code = otherwise;
-
-    if (obx_nats_status_is_transport(s)) {
-        code = OUTBOX_EUNAVAILABLE;
-    } else if (s == NATS_NO_MEMORY) {
-        code = OUTBOX_ENOMEM;
-    }
-    return fail_as(err, s, code, doing, "");
+    return obx_nats_fail_connect(err, s, otherwise, doing, NULL);
 }
 
 outbox_status
@@ -91,7 +84,7 @@ obx_nats_fail_connect(outbox_error *err, natsStatus s, outbox_status otherwise, 
     } else if (s == NATS_NO_MEMORY) {
         code = OUTBOX_ENOMEM;
     }
-    return fail_as(err, s, code, doing, obx_nats_hint_for(hints, s));
+    return fail_as(err, s, code, doing, hints != NULL ? obx_nats_hint_for(hints, s) : "");
 }
 
 static int

@@ -82,7 +82,7 @@ void obx_nats_redact(const char *text, char *out, size_t cap);
 
 /*
  * obx_nats_fail() for a failed connect, with what to check when TLS or the
- * credentials were refused (see obx_nats_hints_init).
+ * credentials were refused (see obx_nats_hints_init; NULL: no hint).
  */
 struct obx_nats_hints;
 outbox_status obx_nats_fail_connect(outbox_error *err, natsStatus s, outbox_status otherwise,
