@@ -22,6 +22,7 @@
 
 #include "devserver/devserver_probe.h"
 #include "harness.h"
+#include "harness_int.h" /* hx_run_dir(): the servers' files go with the run */
 
 /* Where the material is kept: the build tree, so a rebuilt tree makes it anew. */
 #define TRUST_DIR OBX_BIN_DIR "/../test-trust"
@@ -68,8 +69,8 @@ trust_read(const char *name)
 /* A nats-server of the test's own. */
 struct trust_nats {
     struct harness_proc proc;
-    char dir[128];
-    char url[96]; /* nats://127.0.0.1:<port> */
+    char dir[400]; /* in the run's directory: removed with it, whatever the test does */
+    char url[96];  /* nats://127.0.0.1:<port> */
     int port;
 };
 
@@ -78,7 +79,7 @@ static inline void
 trust_nats_init(struct trust_nats *n)
 {
     memset(n, 0, sizeof(*n));
-    snprintf(n->dir, sizeof(n->dir), "/tmp/obx-trust-nats-XXXXXX");
+    snprintf(n->dir, sizeof(n->dir), "%s/trust-nats-XXXXXX", hx_run_dir());
     cr_assert_not_null(mkdtemp(n->dir));
     n->port = obx_dev_free_port();
     snprintf(n->url, sizeof(n->url), "nats://127.0.0.1:%d", n->port);
@@ -93,7 +94,7 @@ trust_nats_init(struct trust_nats *n)
 static inline void
 trust_nats_run(struct trust_nats *n, const char *body, char *const env[])
 {
-    char conf[600], *argv[] = {"nats-server", "-c", conf, NULL};
+    char conf[500], *argv[] = {"nats-server", "-c", conf, NULL};
     FILE *f;
 
     snprintf(conf, sizeof(conf), "%s/server.conf", n->dir);

@@ -48,7 +48,7 @@ TestSuite(nats_permissions, .init = setup, .fini = teardown, .timeout = 180);
 static void
 permissions_server(struct trust_nats *n)
 {
-    char link[200];
+    char link[500];
     char *env[] = {"OUTBOX_NATS_RELAY_PASSWORD=" RELAY_PASSWORD,
                    "OUTBOX_NATS_CONSUMER_PASSWORD=" CONSUMER_PASSWORD, NULL};
 

@@ -98,7 +98,7 @@ Test(nats_tls, relay_consumer_and_outboxctl_verify_the_server_and_send_nothing_i
     struct relay_env renv, cenv;
     struct harness_proc relay, consumer;
     struct ctl_run r;
-    char url[96], dump[160];
+    char url[96], dump[500];
 
     tls_server(&n, "server.pem", 0);
     /* The relay goes through a proxy that keeps every byte it sends. */
@@ -209,10 +209,10 @@ Test(nats_tls, tls_wanted_against_a_plaintext_server_never_falls_back)
     struct relay_env env;
     struct harness_proc relay;
     struct ctl_run r;
-    char url[96], dump[160];
+    char url[96], dump[500];
 
     /* The run's server speaks plaintext. */
-    snprintf(dump, sizeof(dump), "/tmp/obx-trust-plain-%d.bin", (int)getpid());
+    snprintf(dump, sizeof(dump), "%s/trust-plain-%d.bin", hx_run_dir(), (int)getpid());
     snprintf(url, sizeof(url), "nats://127.0.0.1:%d",
              harness_proxy_start_dumping(&px, harness_nats_port(), dump));
     enqueue_marked(20);
