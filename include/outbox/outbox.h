@@ -166,7 +166,9 @@ OUTBOX_API outbox_status outbox_config_get(const outbox_config *cfg, const char 
 
 /*
  * Sets every key of this kind whose OUTBOX_<KEY> environment variable is
- * set and not empty, as the daemons do. OUTBOX_EINVAL names the variable.
+ * set and not empty, as the daemons do; then database_url_file's first
+ * line becomes database_url, and credentials that exclude each other are
+ * refused (docs/security.md). OUTBOX_EINVAL names the variable.
  */
 OUTBOX_API outbox_status outbox_config_load_env(outbox_config *cfg, outbox_error *err);
 

@@ -11,7 +11,9 @@
 #include <string.h>
 
 #include "bench.h"
+#include "config/config_files.h"
 #include "devserver/devserver.h"
+#include "support/nats_auth.h"
 
 #include "common/banned.h" /* last: poisons unsafe functions */
 
@@ -128,6 +130,43 @@ start_servers(struct obx_bench_env *env, int need_nats)
     return d;
 }
 
+/* OUTBOX_DATABASE_URL_FILE, as the daemons read it (a mounted secret). 0 or -1. */
+static int
+read_database_url_file(struct obx_bench_env *env)
+{
+    static char url[4096];
+    const char *path = getenv("OUTBOX_DATABASE_URL_FILE");
+    outbox_error err;
+
+    if (env->database_url != NULL || path == NULL || path[0] == '\0') {
+        return 0;
+    }
+    if (obx_secret_file_read("OUTBOX_DATABASE_URL_FILE", path, url, sizeof(url), &err) != 0) {
+        fprintf(stderr, "outbox-bench: %s\n", err.message);
+        return -1;
+    }
+    env->database_url = url;
+    return 0;
+}
+
+/* The credentials and TLS files of the bench's own connections (stream setup, raw cases). */
+static void
+set_tool_auth(void)
+{
+    struct obx_nats_auth auth = {
+        .creds_file = getenv("OUTBOX_NATS_CREDS"),
+        .nkey_seed_file = getenv("OUTBOX_NATS_NKEY_SEED"),
+        .user = getenv("OUTBOX_NATS_USER"),
+        .password_file = getenv("OUTBOX_NATS_PASSWORD_FILE"),
+        .token_file = getenv("OUTBOX_NATS_TOKEN_FILE"),
+        .tls_ca_file = getenv("OUTBOX_NATS_TLS_CA"),
+        .tls_cert_file = getenv("OUTBOX_NATS_TLS_CERT"),
+        .tls_key_file = getenv("OUTBOX_NATS_TLS_KEY"),
+    };
+
+    obx_nats_tool_auth_set(&auth);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -155,6 +194,10 @@ main(int argc, char **argv)
     }
     env.database_url = getenv("OUTBOX_DATABASE_URL");
     env.nats_url = getenv("OUTBOX_NATS_URL");
+    if (read_database_url_file(&env) != 0) {
+        return 2;
+    }
+    set_tool_auth();
     servers = start_servers(&env, relay || consume || fleet);
     code = migrate(&env) != 0 ? 1
            : relay            ? obx_bench_relay(&env)

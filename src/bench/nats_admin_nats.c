@@ -29,6 +29,7 @@ obx_bench_stream_create(const char *url, const char *name, const char *prefix)
     obx_bus_options_init(&bo);
     bo.url = url;
     bo.stream = name;
+    bo.auth = *obx_nats_tool_auth(); /* the bench's credentials and TLS */
     if (obx_bus_open(&bo, &bus, &err) == OUTBOX_OK) {
         obx_stream_options_init(&so);
         so.name = name;

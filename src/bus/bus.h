@@ -17,6 +17,7 @@
 #include <stddef.h>
 
 #include "outbox/outbox.h"
+#include "support/nats_auth.h"
 
 enum obx_bus_kind {
     OBX_BUS_JETSTREAM, /* positive ack from the expected stream, dedup by Nats-Msg-Id */
@@ -27,10 +28,7 @@ struct obx_bus_options {
     enum obx_bus_kind kind;
     const char *url;           /* comma-separated server URLs */
     const char *stream;        /* JetStream stream name, e.g. "EVENTS" (ExpectStream) */
-    const char *creds_file;    /* NULL: none */
-    const char *tls_ca_file;   /* NULL: system trust (when the URL is tls://) */
-    const char *tls_cert_file; /* client certificate, NULL: none */
-    const char *tls_key_file;  /* NULL: none */
+    struct obx_nats_auth auth; /* credentials and TLS */
     const char *ce_source;     /* CloudEvents source attribute */
     const char *name;          /* connection name shown by the server */
     int connect_timeout_ms;    /* per attempt */

@@ -138,7 +138,7 @@ bus_connect(struct obx_bus *bus, outbox_error *err)
         pthread_mutex_unlock(&bus->mu);
         bus->nc = NULL;
         snprintf(doing, sizeof(doing), "connecting to nats at %s", bus->url_redacted);
-        return obx_nats_fail(err, ns, OUTBOX_EINVAL, doing);
+        return obx_nats_fail_connect(err, ns, OUTBOX_EINVAL, doing, &bus->hints);
     }
     pthread_mutex_lock(&bus->mu);
     bus->live_nc = bus->nc;
@@ -230,10 +230,7 @@ bus_new(const struct obx_bus_options *o, struct obx_bus **out, outbox_error *err
     struct obx_nats_settings ns = {
         .url = o->url,
         .name = o->name,
-        .creds_file = o->creds_file,
-        .tls_ca_file = o->tls_ca_file,
-        .tls_cert_file = o->tls_cert_file,
-        .tls_key_file = o->tls_key_file,
+        .auth = o->auth,
         .connect_timeout_ms = o->connect_timeout_ms,
         .write_timeout_ms = o->publish_timeout_ms, /* send() never blocks longer on a stall */
     };
@@ -259,6 +256,7 @@ bus_new(const struct obx_bus_options *o, struct obx_bus **out, outbox_error *err
     bus->ce_source = dup_or_empty(o->ce_source);
     bus->name = dup_or_empty(o->name);
     bus->url_redacted = dup_or_empty(redacted);
+    obx_nats_hints_init(&bus->hints, &o->auth, o->url != NULL ? o->url : "");
     bus->ring = calloc(bus->window, sizeof(*bus->ring));
     *out = bus; /* from here on obx_bus_close() cleans up */
     if (!bus->stream || !bus->ce_source || !bus->name || !bus->url_redacted || !bus->ring) {

@@ -20,6 +20,7 @@
 #include <nats/nats.h>
 
 #include "bus.h"
+#include "support/nats_auth_nats.h"
 
 #define NOTE_NO_ACK        "no ack within the publish timeout"
 #define NOTE_LOST          "nats connection lost before the ack"
@@ -43,10 +44,11 @@ struct ring_entry {
 struct obx_bus {
     /* Fixed at open. */
     enum obx_bus_kind kind;
-    char *stream;       /* owned */
-    char *ce_source;    /* owned */
-    char *name;         /* owned */
-    char *url_redacted; /* owned; for logs */
+    char *stream;                /* owned */
+    char *ce_source;             /* owned */
+    char *name;                  /* owned */
+    char *url_redacted;          /* owned; for logs */
+    struct obx_nats_hints hints; /* what to check when NATS refuses TLS or credentials */
     int publish_timeout_ms;
     size_t window;     /* max_in_flight */
     natsOptions *opts; /* owned; kept to reopen a connection the server closed for good */

@@ -19,10 +19,7 @@ obx_bus_options_from_config(struct obx_bus_options *o, const struct obx_config *
     o->kind = cfg->bus == OUTBOX_BUS_NATS_CORE ? OBX_BUS_NATS_CORE : OBX_BUS_JETSTREAM;
     o->url = cfg->nats_url;
     o->stream = cfg->stream;
-    o->creds_file = cfg->nats_creds;
-    o->tls_ca_file = cfg->nats_tls_ca;
-    o->tls_cert_file = cfg->nats_tls_cert;
-    o->tls_key_file = cfg->nats_tls_key;
+    obx_nats_auth_from_config(&o->auth, cfg);
     o->ce_source = cfg->ce_source;
     o->name = name;
     o->publish_timeout_ms = (int)cfg->publish_timeout_ms;

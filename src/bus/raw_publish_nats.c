@@ -68,6 +68,7 @@ connect_raw(const char *url, int window, struct tally *t, natsConnection **nc, j
 {
     struct obx_nats_settings s = {.url = url,
                                   .name = "outbox-bench-raw",
+                                  .auth = *obx_nats_tool_auth(),
                                   .connect_timeout_ms = 5000,
                                   .write_timeout_ms = 10000};
     natsOptions *opts = NULL;

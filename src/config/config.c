@@ -19,6 +19,7 @@
 
 #include "common/error.h"
 #include "common/secret.h"
+#include "config_files.h"
 
 #include "common/banned.h" /* last: poisons unsafe functions */
 
@@ -277,6 +278,9 @@ obx_config_load(struct obx_config *cfg, int argc, char **argv, int *rest, outbox
     if (st == OUTBOX_OK) {
         st = obx_config_load_args(cfg, argc, argv, rest, err);
     }
+    if (st == OUTBOX_OK) {
+        st = obx_config_resolve_files(cfg, err);
+    }
     /* One without the other fails only when NATS is first reached: refuse it now. */
     if (st == OUTBOX_OK && (cfg->nats_tls_cert == NULL) != (cfg->nats_tls_key == NULL)) {
         st = obx_fail(err, OUTBOX_EINVAL,
@@ -398,9 +402,12 @@ outbox_config_get(const outbox_config *cfg, const char *key, char *buf, size_t c
 outbox_status
 outbox_config_load_env(outbox_config *cfg, outbox_error *err)
 {
+    outbox_status st;
+
     obx_error_reset(err);
     if (cfg == NULL) {
         return obx_fail(err, OUTBOX_EINVAL, "no configuration given");
     }
-    return obx_config_load_env(&cfg->values, err);
+    st = obx_config_load_env(&cfg->values, err);
+    return st == OUTBOX_OK ? obx_config_resolve_files(&cfg->values, err) : st;
 }

@@ -39,7 +39,8 @@ struct obx_config {
     unsigned parts; /* enum obx_parts: the keys this object takes */
     char *database_url, *nats_url, *schema, *stream, *subject_prefix, *http_addr, *ce_source;
     char *nats_creds, *nats_tls_ca, *nats_tls_cert, *nats_tls_key, *name, *consumer_name;
-    char *fleet_file;
+    char *fleet_file, *database_url_file, *nats_nkey_seed, *nats_user, *nats_password_file;
+    char *nats_token_file;
     int bus;        /* outbox_bus_kind */
     int relay_mode; /* outbox_relay_mode */
     int log_level;  /* outbox_log_level */

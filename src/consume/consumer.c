@@ -20,6 +20,7 @@
 #include "consumer_offer.h"
 #include "store/store.h"
 #include "support/log.h"
+#include "support/nats_auth.h"
 #include "support/pause.h"
 
 #include "common/banned.h" /* last: poisons unsafe functions */
@@ -139,15 +140,12 @@ open_feed(struct outbox_consumer *c, outbox_error *err)
         /* Enough for every replica's batch in flight, with room for redeliveries. */
         .max_ack_pending = o->batch_size * 20 > 1000 ? o->batch_size * 20 : 1000,
         .name = c->w.name,
-        .creds_file = o->nats_creds,
-        .tls_ca_file = o->nats_tls_ca,
-        .tls_cert_file = o->nats_tls_cert,
-        .tls_key_file = o->nats_tls_key,
         /* A stream the feed creates gets the relay's settings (DESIGN.md "External contract"). */
         .stream_max_age_seconds = o->stream_max_age_seconds,
         .stream_replicas = (int)o->stream_replicas,
     };
 
+    obx_nats_auth_from_config(&fo.auth, o);
     return o->bus == OUTBOX_BUS_DB ? obx_feed_db_open(&fo, &c->feed, err)
                                    : obx_feed_nats_open(&fo, &c->feed, err);
 }

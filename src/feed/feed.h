@@ -17,6 +17,7 @@
 #include <stddef.h>
 
 #include "outbox/outbox.h"
+#include "support/nats_auth.h"
 
 /* One delivered event. Strings are borrowed until the batch is finished. */
 struct obx_feed_msg {
@@ -92,22 +93,19 @@ struct obx_feed *obx_feed_alloc(const struct obx_feed_ops *ops, size_t impl_size
 
 /* What both feeds need to know. */
 struct obx_feed_options {
-    const char *database_url;   /* DB feed */
-    const char *schema;         /* DB feed */
-    int lease_seconds;          /* DB feed: OUTBOX_LEASE_SECONDS */
-    int prune;                  /* DB feed: 1 deletes acked rows, 0 marks them done */
-    const char *nats_url;       /* JetStream feed */
-    const char *stream;         /* JetStream: "EVENTS" */
-    const char *subject_prefix; /* the consumer filters {prefix}.> */
-    const char *consumer_name;  /* JetStream durable consumer, shared by replicas */
-    int ack_wait_seconds;       /* JetStream consumer ack_wait */
-    long long max_deliver;      /* JetStream safety net; -1: unlimited */
-    int max_ack_pending;        /* JetStream; sized for batch x replicas; -1: unlimited */
-    const char *name;           /* replica name for logs */
-    const char *creds_file;     /* NATS credentials, NULL: none */
-    const char *tls_ca_file;
-    const char *tls_cert_file;
-    const char *tls_key_file;
+    const char *database_url;         /* DB feed */
+    const char *schema;               /* DB feed */
+    int lease_seconds;                /* DB feed: OUTBOX_LEASE_SECONDS */
+    int prune;                        /* DB feed: 1 deletes acked rows, 0 marks them done */
+    const char *nats_url;             /* JetStream feed */
+    const char *stream;               /* JetStream: "EVENTS" */
+    const char *subject_prefix;       /* the consumer filters {prefix}.> */
+    const char *consumer_name;        /* JetStream durable consumer, shared by replicas */
+    int ack_wait_seconds;             /* JetStream consumer ack_wait */
+    long long max_deliver;            /* JetStream safety net; -1: unlimited */
+    int max_ack_pending;              /* JetStream; sized for batch x replicas; -1: unlimited */
+    const char *name;                 /* replica name for logs */
+    struct obx_nats_auth auth;        /* JetStream: credentials and TLS */
     long long stream_max_age_seconds; /* JetStream: max_age if the feed creates the stream;
                                        * <= 0: the relay's default, 7 days */
     int stream_replicas;              /* JetStream: num_replicas if the feed creates the stream;

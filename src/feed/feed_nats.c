@@ -125,7 +125,7 @@ connect_feed(struct obx_nats_feed *f, outbox_error *err)
         pthread_mutex_unlock(&f->shared->mu);
         f->nc = NULL;
         snprintf(doing, sizeof(doing), "connecting to nats at %s", f->shared->url_redacted);
-        return obx_nats_fail(err, ns, OUTBOX_EINVAL, doing);
+        return obx_nats_fail_connect(err, ns, OUTBOX_EINVAL, doing, &f->shared->hints);
     }
     jsOptions_Init(&jo);
     jo.Wait = 5000;
@@ -305,6 +305,7 @@ shared_new(const struct obx_feed_options *o, struct obx_nats_feed_shared **out, 
     obx_nats_redact(o->nats_url != NULL ? o->nats_url : "", redacted, sizeof(redacted));
     s->name = strdup(o->name != NULL ? o->name : "");
     s->url_redacted = strdup(redacted);
+    obx_nats_hints_init(&s->hints, &o->auth, o->nats_url != NULL ? o->nats_url : "");
     *out = s;
     return s->name != NULL && s->url_redacted != NULL
                ? OUTBOX_OK
@@ -318,10 +319,7 @@ feed_new(const struct obx_feed_options *o, struct obx_nats_feed *f, outbox_error
     struct obx_nats_settings ns = {
         .url = o->nats_url,
         .name = o->name,
-        .creds_file = o->creds_file,
-        .tls_ca_file = o->tls_ca_file,
-        .tls_cert_file = o->tls_cert_file,
-        .tls_key_file = o->tls_key_file,
+        .auth = o->auth,
         .connect_timeout_ms = CONNECT_TIMEOUT_MS,
         .write_timeout_ms = WRITE_TIMEOUT_MS,
     };

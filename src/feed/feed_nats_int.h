@@ -16,6 +16,7 @@
 #include <nats/nats.h>
 
 #include "feed.h"
+#include "support/nats_auth_nats.h"
 
 /*
  * nats-server 2.9 drops a pull request for a consumer that no longer
@@ -46,6 +47,7 @@ struct obx_nats_feed_shared {
     unsigned reconnects; /* bumped by every reconnect: the setup is checked again */
     char *name;          /* for logs */
     char *url_redacted;
+    struct obx_nats_hints hints; /* what to check when NATS refuses TLS or credentials */
 };
 
 struct obx_nats_feed {

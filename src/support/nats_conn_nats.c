@@ -16,6 +16,7 @@
 #include "common/error.h"
 #include "common/url_list.h"
 #include "log.h"
+#include "nats_auth_nats.h"
 
 #include "common/banned.h" /* last: poisons unsafe functions */
 
@@ -43,9 +44,9 @@ log_async_error(natsConnection *nc, natsSubscription *sub, natsStatus s, void *c
             clean);
 }
 
-/* Reports `s` as `code`, with nats.c's reason for it. */
+/* Reports `s` as `code`, with nats.c's reason for it and `hint` ("": none). */
 static outbox_status
-fail_as(outbox_error *err, natsStatus s, outbox_status code, const char *doing)
+fail_as(outbox_error *err, natsStatus s, outbox_status code, const char *doing, const char *hint)
 {
     natsStatus last_status = NATS_OK;
     const char *last = nats_GetLastError(&last_status);
@@ -62,12 +63,19 @@ fail_as(outbox_error *err, natsStatus s, outbox_status code, const char *doing)
         last = "";
     }
     obx_nats_redact(last, clean, sizeof(clean));
-    return obx_fail(err, code, "%s: %s%s%s", doing, natsStatus_GetText(s), clean[0] ? ": " : "",
-                    clean);
+    return obx_fail(err, code, "%s: %s%s%s%s%s", doing, natsStatus_GetText(s), clean[0] ? ": " : "",
+                    clean, hint[0] ? "; " : "", hint);
 }
 
 outbox_status
 obx_nats_fail(outbox_error *err, natsStatus s, outbox_status otherwise, const char *doing)
+{
+    return obx_nats_fail_connect(err, s, otherwise, doing, NULL);
+}
+
+outbox_status
+obx_nats_fail_connect(outbox_error *err, natsStatus s, outbox_status otherwise, const char *doing,
+                      const struct obx_nats_hints *hints)
 {
     outbox_status code = otherwise;
 
@@ -76,42 +84,13 @@ obx_nats_fail(outbox_error *err, natsStatus s, outbox_status otherwise, const ch
     } else if (s == NATS_NO_MEMORY) {
         code = OUTBOX_ENOMEM;
     }
-    return fail_as(err, s, code, doing);
+    return fail_as(err, s, code, doing, hints != NULL ? obx_nats_hint_for(hints, s) : "");
 }
 
 static int
 is_set(const char *s)
 {
     return s != NULL && s[0] != '\0';
-}
-
-static outbox_status
-set_tls(natsOptions *o, const struct obx_nats_settings *s, outbox_error *err)
-{
-    natsStatus ns = NATS_OK;
-    int wanted = is_set(s->tls_ca_file) || is_set(s->tls_cert_file) || is_set(s->tls_key_file) ||
-                 strstr(s->url, "tls://") != NULL;
-
-    if (!wanted) {
-        return OUTBOX_OK;
-    }
-    if (is_set(s->tls_cert_file) != is_set(s->tls_key_file)) {
-        return obx_fail(err, OUTBOX_EINVAL, "tls_cert_file and tls_key_file must be set together");
-    }
-    ns = natsOptions_SetSecure(o, true);
-    if (ns == NATS_OK && is_set(s->tls_ca_file)) {
-        ns = natsOptions_LoadCATrustedCertificates(o, s->tls_ca_file);
-        if (ns != NATS_OK) {
-            return fail_as(err, ns, OUTBOX_EINVAL, "loading tls_ca_file");
-        }
-    }
-    if (ns == NATS_OK && is_set(s->tls_cert_file)) {
-        ns = natsOptions_LoadCertificatesChain(o, s->tls_cert_file, s->tls_key_file);
-        if (ns != NATS_OK) {
-            return fail_as(err, ns, OUTBOX_EINVAL, "loading tls_cert_file/tls_key_file");
-        }
-    }
-    return ns == NATS_OK ? OUTBOX_OK : fail_as(err, ns, OUTBOX_EINVAL, "enabling tls");
 }
 
 /*
@@ -200,13 +179,7 @@ obx_nats_options_new(const struct obx_nats_settings *s, natsOptions **out, outbo
         st = obx_nats_fail(err, ns, OUTBOX_EINVAL, "setting nats options");
         goto done;
     }
-    st = set_tls(o, s, err);
-    if (st == OUTBOX_OK && is_set(s->creds_file)) {
-        ns = natsOptions_SetUserCredentialsFromFiles(o, s->creds_file, NULL);
-        if (ns != NATS_OK) {
-            st = fail_as(err, ns, OUTBOX_EINVAL, "loading creds_file");
-        }
-    }
+    st = obx_nats_auth_apply(o, &s->auth, s->url, err);
 done:
     if (st != OUTBOX_OK) {
         natsOptions_Destroy(o);
@@ -221,8 +194,10 @@ obx_nats_connect_once(const char *url, const char *name, natsConnection **nc, ou
 {
     struct obx_nats_settings s = {.url = url,
                                   .name = name,
+                                  .auth = *obx_nats_tool_auth(),
                                   .connect_timeout_ms = OBX_NATS_TOOL_TIMEOUT_MS,
                                   .write_timeout_ms = OBX_NATS_TOOL_TIMEOUT_MS};
+    struct obx_nats_hints hints;
     natsOptions *o = NULL;
     natsStatus ns;
     outbox_status st = obx_nats_options_new(&s, &o, err);
@@ -238,7 +213,8 @@ obx_nats_connect_once(const char *url, const char *name, natsConnection **nc, ou
     natsOptions_Destroy(o);
     if (ns != NATS_OK) {
         *nc = NULL;
-        return obx_nats_fail(err, ns, OUTBOX_EUNAVAILABLE, "connecting to nats");
+        obx_nats_hints_init(&hints, &s.auth, url);
+        return obx_nats_fail_connect(err, ns, OUTBOX_EUNAVAILABLE, "connecting to nats", &hints);
     }
     return OUTBOX_OK;
 }

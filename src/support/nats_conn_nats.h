@@ -15,17 +15,15 @@
 
 #include <nats/nats.h>
 
+#include "nats_auth.h"
 #include "outbox/worker.h"
 
 struct obx_nats_settings {
     const char *url;           /* comma-separated server URLs */
     const char *name;          /* connection name shown by the server; NULL: none */
-    const char *creds_file;    /* NULL: none */
-    const char *tls_ca_file;   /* NULL: system trust (when the URL is tls://) */
-    const char *tls_cert_file; /* client certificate; needs tls_key_file */
-    const char *tls_key_file;
-    int connect_timeout_ms; /* per attempt, also for each reconnect attempt */
-    int write_timeout_ms;   /* longest a write may block on a stalled socket */
+    struct obx_nats_auth auth; /* credentials and TLS */
+    int connect_timeout_ms;    /* per attempt, also for each reconnect attempt */
+    int write_timeout_ms;      /* longest a write may block on a stalled socket */
 };
 
 /* How long to wait between reconnect attempts to one server (plus jitter). */
@@ -35,7 +33,8 @@ struct obx_nats_settings {
  * Builds natsOptions from `s`; the caller adds its callbacks and owns the
  * result (natsOptions_Destroy). An error handler that logs instead of
  * printing is installed; callers may replace it. Returns OUTBOX_EINVAL for
- * settings nats.c refuses (bad URL, unreadable TLS or creds files).
+ * settings nats.c refuses (bad URL, unreadable TLS, credential or secret
+ * files), naming the setting and its file.
  */
 outbox_status obx_nats_options_new(const struct obx_nats_settings *s, natsOptions **out,
                                    outbox_error *err);
@@ -80,6 +79,14 @@ outbox_status obx_nats_fail(outbox_error *err, natsStatus s, outbox_status other
  * "nats://h:4222"), so URLs can go into logs and messages.
  */
 void obx_nats_redact(const char *text, char *out, size_t cap);
+
+/*
+ * obx_nats_fail() for a failed connect, with what to check when TLS or the
+ * credentials were refused (see obx_nats_hints_init; NULL: no hint).
+ */
+struct obx_nats_hints;
+outbox_status obx_nats_fail_connect(outbox_error *err, natsStatus s, outbox_status otherwise,
+                                    const char *doing, const struct obx_nats_hints *hints);
 
 /*
  * Logs a state change (`what` is a constant such as "nats connected") with

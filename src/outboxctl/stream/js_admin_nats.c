@@ -15,6 +15,7 @@
 #include <nats/nats.h>
 
 #include "common/error.h"
+#include "support/nats_auth_nats.h"
 #include "support/nats_conn_nats.h"
 
 #include "common/banned.h" /* last: poisons unsafe functions */
@@ -37,22 +38,20 @@ obx_ctl_js_open(const struct obx_config *cfg, struct obx_ctl_js **out, outbox_er
     struct obx_nats_settings s = {
         .url = cfg->nats_url,
         .name = "outboxctl",
-        .creds_file = cfg->nats_creds,
-        .tls_ca_file = cfg->nats_tls_ca,
-        .tls_cert_file = cfg->nats_tls_cert,
-        .tls_key_file = cfg->nats_tls_key,
         .connect_timeout_ms = 2000,
         .write_timeout_ms = 5000,
     };
     struct obx_ctl_js *js = calloc(1, sizeof(*js));
     natsOptions *opts = NULL;
     char doing[300], redacted[256];
+    struct obx_nats_hints hints;
     outbox_status st;
     natsStatus ns;
 
     if (js == NULL) {
         return obx_fail(err, OUTBOX_ENOMEM, "out of memory");
     }
+    obx_nats_auth_from_config(&s.auth, cfg);
     st = obx_nats_options_new(&s, &opts, err);
     if (st == OUTBOX_OK) {
         ns = natsConnection_Connect(&js->nc, opts);
@@ -62,7 +61,8 @@ obx_ctl_js_open(const struct obx_config *cfg, struct obx_ctl_js **out, outbox_er
         if (ns != NATS_OK) {
             obx_nats_redact(cfg->nats_url, redacted, sizeof(redacted));
             snprintf(doing, sizeof(doing), "connecting to nats at %s", redacted);
-            st = obx_nats_fail(err, ns, OUTBOX_EUNAVAILABLE, doing);
+            obx_nats_hints_init(&hints, &s.auth, cfg->nats_url);
+            st = obx_nats_fail_connect(err, ns, OUTBOX_EUNAVAILABLE, doing, &hints);
         }
     }
     natsOptions_Destroy(opts);

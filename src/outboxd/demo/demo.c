@@ -18,6 +18,7 @@
 #include "config/config.h"
 #include "demo_run.h"
 #include "devserver/devserver.h"
+#include "support/nats_auth.h"
 
 #include "common/banned.h" /* last: poisons unsafe functions */
 
@@ -85,6 +86,7 @@ obx_cmd_demo(const struct obx_config *cfg_in, int argc, char **argv, const char 
     struct obx_demo_options o = {
         .seconds = 20, .rate = 1000, .writers = 4, .relays = 3, .self = self};
     struct obx_config cfg;
+    struct obx_nats_auth auth;
     struct obx_devserver *servers = NULL;
     int code = 1;
 
@@ -98,9 +100,13 @@ obx_cmd_demo(const struct obx_config *cfg_in, int argc, char **argv, const char 
     /* The demo's own copy: it points the settings at the servers it starts. */
     if (obx_config_init(&cfg, OBX_FOR_ALL, NULL) == OUTBOX_OK &&
         obx_config_copy(&cfg, cfg_in, NULL) == OUTBOX_OK && start_servers(&cfg, &servers) == 0) {
+        /* The stream audit connects once, deep in the demo: with the same credentials. */
+        obx_nats_auth_from_config(&auth, &cfg);
+        obx_nats_tool_auth_set(&auth);
         code = obx_demo_prepare_db(cfg.database_url, cfg.schema) != 0 ? 1 : obx_demo_run(&cfg, &o);
     }
     obx_devserver_stop(servers);
+    obx_nats_tool_auth_set(NULL);
     obx_config_fini(&cfg);
     return code;
 }
