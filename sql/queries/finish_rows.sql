@@ -5,13 +5,18 @@
 -- $6: max attempts; $7: release delay in ms; $8, $9: backoff base and cap in ms;
 -- $10: per-row release delays in ms (bigint[], NULL: $7 for every row);
 -- $11: per-row stream sequences of published rows (bigint[], NULL: unknown).
--- Every write is guarded by the token and status leased, so a relay whose
+-- Every write is guarded by the token and status leased (a row lease) or
+-- by the window claim of that token (claim_window.sql), so a relay whose
 -- lease ran out (another relay holds the row now) changes nothing; the
 -- caller counts those rows as lost. A retry that reaches $6 attempts goes
 -- dead with a dead letter; otherwise it waits backoff_ms() in database time.
 -- Dead and invalid rows park at next_attempt_at 'infinity', out of the
 -- claim's way (they keep published_at NULL, so they stay in its index).
-WITH input AS MATERIALIZED (
+WITH claim AS (
+    -- A window claim's rows are held while its claim row is; deleting it
+    -- here fences a holder whose claim ran out (given back, leased again).
+    DELETE FROM /*schema*/relay_claims WHERE token = $1::uuid RETURNING token
+), input AS MATERIALIZED (
     SELECT *
       FROM unnest($2::uuid[], $3::text[], $4::text[], $10::bigint[], $11::bigint[])
            AS i(id, outcome, reason, delay_ms, seq)
@@ -19,7 +24,8 @@ WITH input AS MATERIALIZED (
     DELETE FROM /*schema*/events AS e
      USING input AS i
      WHERE e.id = i.id AND i.outcome = 'done' AND $5::boolean
-       AND e.lease_token = $1::uuid AND e.status = 'leased'
+       AND (e.lease_token = $1::uuid AND e.status = 'leased'
+            OR e.status = 'pending' AND EXISTS (SELECT 1 FROM claim))
     RETURNING e.id
 ), marked AS (
     UPDATE /*schema*/events AS e
@@ -27,7 +33,8 @@ WITH input AS MATERIALIZED (
            stream_seq = i.seq
       FROM input AS i
      WHERE e.id = i.id AND i.outcome = 'done' AND NOT $5::boolean
-       AND e.lease_token = $1::uuid AND e.status = 'leased'
+       AND (e.lease_token = $1::uuid AND e.status = 'leased'
+            OR e.status = 'pending' AND EXISTS (SELECT 1 FROM claim))
     RETURNING e.id
 ), retried AS (
     UPDATE /*schema*/events AS e
@@ -42,7 +49,8 @@ WITH input AS MATERIALIZED (
            leased_until = NULL, lease_token = NULL
       FROM input AS i
      WHERE e.id = i.id AND i.outcome = 'retry'
-       AND e.lease_token = $1::uuid AND e.status = 'leased'
+       AND (e.lease_token = $1::uuid AND e.status = 'leased'
+            OR e.status = 'pending' AND EXISTS (SELECT 1 FROM claim))
     RETURNING e.id, e.status, e.envelope, e.attempts, e.last_error
 ), letters AS (
     INSERT INTO /*schema*/dead_letters AS d (event_id, handler, envelope, reason, attempts)
@@ -60,7 +68,8 @@ WITH input AS MATERIALIZED (
            leased_until = NULL, lease_token = NULL
       FROM input AS i
      WHERE e.id = i.id AND i.outcome = 'release'
-       AND e.lease_token = $1::uuid AND e.status = 'leased'
+       AND (e.lease_token = $1::uuid AND e.status = 'leased'
+            OR e.status = 'pending' AND EXISTS (SELECT 1 FROM claim))
     RETURNING e.id
 ), invalidated AS (
     UPDATE /*schema*/events AS e
@@ -68,7 +77,8 @@ WITH input AS MATERIALIZED (
            next_attempt_at = 'infinity'
       FROM input AS i
      WHERE e.id = i.id AND i.outcome = 'invalid'
-       AND e.lease_token = $1::uuid AND e.status = 'leased'
+       AND (e.lease_token = $1::uuid AND e.status = 'leased'
+            OR e.status = 'pending' AND EXISTS (SELECT 1 FROM claim))
     RETURNING e.id
 )
 SELECT (SELECT count(*) FROM deleted) + (SELECT count(*) FROM marked) AS done,

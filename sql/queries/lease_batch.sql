@@ -1,13 +1,18 @@
 -- lease_batch: lease up to $1 due events for $2 seconds under one fresh token.
 -- $1: batch limit; $2: lease seconds; $3: max lease expiries (>= 1).
--- Due: pending with next_attempt_at reached, or leased with the lease run
--- out (a leased row keeps the next_attempt_at it was leased at). One scan
--- of events_due_idx finds both, oldest first; claimed by state, never by an
--- id cursor, so a low id committed late is still found. The candidates are
+-- Takes the rows that came back, not fresh ones (those are claimed by
+-- window, claim_window.sql): a retry, a release, a requeue, a window claim
+-- run out, all with next_attempt_at after created_at (and rows older than
+-- the windows, with no tx). Due: pending with next_attempt_at reached, or
+-- leased with the lease run out (a leased row keeps the next_attempt_at it
+-- was leased at). One scan of events_retry_idx finds both, oldest first;
+-- claimed by state, never by an id cursor. (outbox-bench's comparison with
+-- the claim before windows leases every due row: its copy of this
+-- statement reads `true OR` at the marker, store_conn_pg.c.) The candidates are
 -- a MATERIALIZED CTE with its LIMIT, so the planner cannot re-run a locking
 -- subquery and the batch never exceeds $1 (the LIMIT-in-subquery trap).
--- SKIP LOCKED gives replicas disjoint batches. Only lease columns change,
--- none of them indexed, so the update is HOT.
+-- SKIP LOCKED gives replicas disjoint batches. The update is not HOT
+-- (events_retry_idx names status), which only rows that came back pay.
 -- An expired lease counts one lease expiry; the one that reaches $3 turns
 -- the row dead with a dead letter instead of leasing it again, so a row
 -- that crashes every relay that takes it stops after $3 tries. A row whose
@@ -22,10 +27,14 @@
 -- envelope that matches its row, in case the row rules were bypassed.
 WITH candidates AS MATERIALIZED (
     SELECT id, next_attempt_at, (status = 'leased')::integer AS expiry,
-           status = 'leased' AND lease_expiries + 1 >= $3 AS quarantine,
+           -- A window claim run out charged its pending rows already.
+           (status = 'leased' AND lease_expiries + 1 >= $3)
+           OR (status = 'pending' AND lease_expiries >= $3) AS quarantine,
            status = 'leased' AND lease_expiries > 0 AS suspect
       FROM /*schema*/events
-     WHERE published_at IS NULL AND next_attempt_at <= now()
+     WHERE published_at IS NULL AND (/*came_back*/ next_attempt_at > created_at OR tx IS NULL
+                                  OR status <> 'pending')
+       AND next_attempt_at <= now()
        AND (status = 'pending' OR (status = 'leased' AND leased_until < now()))
      ORDER BY next_attempt_at
      LIMIT $1

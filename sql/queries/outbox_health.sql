@@ -15,23 +15,27 @@ SELECT
       ORDER BY next_attempt_at
       LIMIT 1)
         AS oldest_due_s,
-    -- Leased rows are at the head of the due order: relays lease the oldest
-    -- due rows first, and a leased row keeps the next_attempt_at it was
-    -- leased at (a lease run out too). So the oldest unconfirmed row is
-    -- looked for among the first 20,000 unpublished rows in that order, and
-    -- the sample costs the same however long the backlog behind them is. It
-    -- read every unpublished row before: 35 ms at 100,000, every 5 s and
-    -- per relay, while recovering from an outage when the machine has least
-    -- to spare. A leased row further back (a transaction that ran long
-    -- committed over 20,000 rows with older times ahead of it) is missed
-    -- until the rows ahead of it drain.
-    (SELECT extract(epoch FROM now() - min(h.created_at))::bigint
-       FROM (SELECT created_at, status
-               FROM /*schema*/events
-              WHERE published_at IS NULL
-              ORDER BY next_attempt_at
-              LIMIT 20000) AS h
-      WHERE h.status = 'leased')
+    -- Rows out for publishing: those of window claims (a few batches per
+    -- relay, found by primary key) and row-leased ones. Row leases hold only
+    -- rows that came back (events_retry_idx); they are looked for among the
+    -- first 20,000 of those in due order, so the sample costs the same
+    -- however many wait behind them (an outage's released rows). Fresh rows
+    -- waiting in the windows are never read.
+    (SELECT extract(epoch FROM now() - min(u.created_at))::bigint
+       FROM (SELECT e.created_at
+               FROM /*schema*/relay_claims AS c
+              CROSS JOIN LATERAL unnest(c.ids) AS i(id)
+               JOIN /*schema*/events AS e ON e.id = i.id
+              WHERE e.published_at IS NULL
+             UNION ALL
+             SELECT h.created_at
+               FROM (SELECT created_at, status
+                       FROM /*schema*/events
+                      WHERE published_at IS NULL
+                        AND (next_attempt_at > created_at OR tx IS NULL OR status <> 'pending')
+                      ORDER BY next_attempt_at
+                      LIMIT 20000) AS h
+              WHERE h.status = 'leased') AS u)
         AS oldest_unconfirmed_s,
     t.n_dead_tup,
     extract(epoch FROM greatest(t.last_vacuum, t.last_autovacuum))::bigint AS last_vacuum_unix,

@@ -29,6 +29,7 @@ struct obx_bench_env {
     const char *writer;       /* sustained writers: "c" (outbox_enqueue_batch) or "sql" */
     const char *table;        /* sustained: "fresh" or "bloated" (relayed rows kept, no vacuum) */
     const char *only_case;    /* NULL: every case of the bench; else just this one */
+    int two_writes;           /* --two-writes: the sustained case's relays claim with two writes */
 };
 
 /* One relay case: replicas, mode, and where its messages go. */
@@ -43,6 +44,9 @@ struct obx_bench_relay_case {
     long long duplicates; /* filled: acks flagged duplicate */
     long long finished;   /* filled: rows published, dead or invalid */
     int complete;         /* filled: 0 when the time limit ran out first */
+    int two_writes;       /* 1: the relays claim with two writes (lease, then finish) */
+    long pg_postmaster;   /* the server's postmaster here (obx_bench_pg_postmaster), 0: none */
+    double pg_cpu_us;     /* filled: PostgreSQL's CPU per finished event, in us; -1 unknown */
 };
 
 /* The most interleaved rounds `--rounds` takes (enqueue keeps every sample). */
@@ -96,6 +100,43 @@ void obx_bench_write_batch(PGconn *conn, int count);
 /* Empties the outbox and writes `count` events. */
 void obx_bench_preload(PGconn *conn, long long count);
 
+/* ---- PostgreSQL's CPU time, from /proc (pg_cpu.c) ---- */
+
+/* What the bench reads of a /proc/<pid>/stat line; times in clock ticks. */
+struct obx_bench_proc_stat {
+    long pid, ppid;
+    char comm[64];
+    long long utime, stime;   /* the process's own */
+    long long cutime, cstime; /* its children that exited and were reaped */
+    long long starttime;      /* since boot */
+};
+
+/* Parses a /proc/<pid>/stat line (comm may hold spaces and ')'); 0, or -1 when malformed. */
+int obx_bench_proc_stat_parse(const char *line, struct obx_bench_proc_stat *out);
+
+/* The boot time (`btime`, Unix seconds) in /proc/stat's text, or -1. */
+long long obx_bench_proc_btime(const char *proc_stat);
+
+/*
+ * The pid of the postmaster of `conn`'s server, when it runs on this
+ * machine and /proc shows it; else 0, said once per run on stderr.
+ */
+long obx_bench_pg_postmaster(PGconn *conn);
+
+/* CPU ticks of a postmaster, its children and its reaped children, from a start on. */
+struct obx_bench_pg_cpu {
+    long postmaster; /* 0: not measured */
+    long long ticks; /* at the start; -1 when unreadable */
+};
+
+void obx_bench_pg_cpu_start(struct obx_bench_pg_cpu *m, long postmaster);
+
+/* User + system CPU microseconds the server spent since the start per event; -1 when unknown. */
+double obx_bench_pg_cpu_us_per_event(const struct obx_bench_pg_cpu *m, long long events);
+
+/* `v` as a JSON number, or null when negative (unknown). */
+json_t *obx_bench_number_or_null(double v);
+
 /* ---- streams (nats_admin_nats.c) ---- */
 
 int obx_bench_stream_create(const char *url, const char *name, const char *prefix);
@@ -112,6 +153,7 @@ struct obx_bench_worker {
 };
 
 struct obx_bench_workers {
+    int two_writes; /* set before obx_bench_relays_start(): its relays claim with two writes */
     int count;
     struct obx_bench_worker w[OBX_BENCH_MAX_WORKERS];
 };

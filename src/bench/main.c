@@ -37,6 +37,9 @@ usage(FILE *out)
           "                       vacuumed (default fresh)\n"
           "  --case NAME          one case: enqueue: a name as in its output (enqueue_sql_single,\n"
           "                       ...) with its raw baseline; relay: rate, latency or sustained\n"
+          "  --two-writes         relay sustained: the relays claim with two writes (lease,\n"
+          "                       then finish), the earlier claim, to compare against (the\n"
+          "                       rate case always runs each of its cases with both claims)\n"
           "OUTBOX_DATABASE_URL / OUTBOX_NATS_URL: servers to use; unset: throwaway ones.\n",
           out);
 }
@@ -44,31 +47,36 @@ usage(FILE *out)
 static int
 parse_args(int argc, char **argv, struct obx_bench_env *env)
 {
-    if (argc % 2 != 0) {
-        return -1; /* a flag without its value */
-    }
-    for (int i = 2; i < argc; i += 2) {
-        const char *value = argv[i + 1];
+    for (int i = 2; i < argc; i++) {
+        const char *flag = argv[i], *value;
 
-        if (strcmp(argv[i], "--seconds") == 0) {
+        if (strcmp(flag, "--two-writes") == 0) { /* the one flag without a value */
+            env->two_writes = 1;
+            continue;
+        }
+        if (i + 1 >= argc) {
+            return -1; /* a flag without its value */
+        }
+        value = argv[++i];
+        if (strcmp(flag, "--seconds") == 0) {
             env->seconds = strtod(value, NULL);
-        } else if (strcmp(argv[i], "--rounds") == 0) {
+        } else if (strcmp(flag, "--rounds") == 0) {
             env->rounds = (int)strtol(value, NULL, 10);
-        } else if (strcmp(argv[i], "--clients") == 0) {
+        } else if (strcmp(flag, "--clients") == 0) {
             env->clients = (int)strtol(value, NULL, 10);
-        } else if (strcmp(argv[i], "--events") == 0) {
+        } else if (strcmp(flag, "--events") == 0) {
             env->events = strtoll(value, NULL, 10);
             env->events_given = 1;
-        } else if (strcmp(argv[i], "--batch") == 0) {
+        } else if (strcmp(flag, "--batch") == 0) {
             env->batch = (int)strtol(value, NULL, 10);
             env->batch_given = 1;
-        } else if (strcmp(argv[i], "--sustain-seconds") == 0) {
+        } else if (strcmp(flag, "--sustain-seconds") == 0) {
             env->sustain_seconds = strtod(value, NULL);
-        } else if (strcmp(argv[i], "--writer") == 0) {
+        } else if (strcmp(flag, "--writer") == 0) {
             env->writer = value;
-        } else if (strcmp(argv[i], "--table") == 0) {
+        } else if (strcmp(flag, "--table") == 0) {
             env->table = value;
-        } else if (strcmp(argv[i], "--case") == 0) {
+        } else if (strcmp(flag, "--case") == 0) {
             env->only_case = value;
         } else {
             return -1;

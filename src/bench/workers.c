@@ -10,6 +10,7 @@
 
 #include "bench.h"
 #include "config/config.h"
+#include "relay/relay_claim_switch.h"
 
 #include "common/banned.h" /* last: poisons unsafe functions */
 
@@ -133,6 +134,7 @@ obx_bench_relays_start(struct obx_bench_workers *ws, const outbox_config *cfg, i
             fprintf(stderr, "outbox-bench: cannot start a relay: %s\n", err.message);
             exit(1);
         }
+        obx_relay_use_two_writes(w->relay, ws->two_writes);
         outbox_config_free(own);
         start(ws, w);
     }

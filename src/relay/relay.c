@@ -61,6 +61,9 @@ ensure_store(struct outbox_relay *relay)
      * only reconnects. */
     st = relay->store == NULL ? obx_store_open(&so, &relay->store, &err)
                               : obx_store_reconnect(relay->store, &err);
+    if (st == OUTBOX_OK) {
+        obx_store_use_row_leases(relay->store, relay->two_writes);
+    }
     if (st == OUTBOX_OK &&
         (!relay->w.cfg.listen || obx_store_listen(relay->store, &err) == OUTBOX_OK)) {
         obx_logfmt_format(detail, sizeof(detail), "schema=%s", relay->w.cfg.schema);
@@ -685,6 +688,12 @@ void
 obx_relay_set_gate(outbox_relay *relay, const struct obx_relay_gate *gate)
 {
     relay->gate = gate != NULL ? *gate : (struct obx_relay_gate){0};
+}
+
+void
+obx_relay_use_two_writes(outbox_relay *relay, int on)
+{
+    relay->two_writes = on != 0;
 }
 
 void

@@ -9,6 +9,7 @@
 #include "bus/bus.h"
 #include "config/settings.h"
 #include "outbox/worker.h"
+#include "relay_claim_switch.h"
 #include "relay_gate.h"
 #include "relay_test_hooks.h"
 #include "store/store.h"
@@ -31,6 +32,7 @@ struct outbox_relay {
     long long next_maintenance_ms;     /* monotonic time of the next retention pass */
     long long next_health_ms;          /* monotonic time of the next health sample */
     struct obx_store_health health;    /* the last sample, for the per-lease figure */
+    int two_writes;                    /* the bench's comparison: lease, then finish */
 };
 
 /* The rules of a relay's configuration that need more than one setting. */

@@ -51,15 +51,27 @@ struct obx_lease {
 };
 
 /*
- * Leases up to `limit` due rows for `lease_seconds`: pending rows whose
- * next_attempt_at has come, and leased rows whose lease ran out (those
- * count a lease expiry; at `max_lease_expiries` the row goes dead with
- * reason lease_expired_without_outcome and a dead_letters row instead).
- * Claims by state, never by an id cursor.
+ * Leases up to `limit` due rows for `lease_seconds`. Fresh rows are
+ * claimed by commit window (claim_window.sql): no write to them, a
+ * relay_claims row records the batch, and the finish's write is the only
+ * one per row. Rows that came back (retries, releases, requeues, window
+ * claims run out) are leased row by row (lease_batch.sql): pending rows
+ * whose next_attempt_at has come, and leased rows whose lease ran out
+ * (those count a lease expiry; at `max_lease_expiries` the row goes dead
+ * with reason lease_expired_without_outcome and a dead_letters row
+ * instead). The row lease goes first when the window is empty and at
+ * least once a second, so a busy window cannot starve a retry.
  */
 outbox_status obx_store_lease(struct obx_store *store, int limit, int lease_seconds,
                               int max_lease_expiries, struct obx_lease *out, outbox_error *err);
 void obx_lease_fini(struct obx_lease *lease);
+
+/*
+ * Nonzero: every lease is a row lease (lease_batch.sql: a committed write
+ * per row, then the finish's), as before window claims. For outbox-bench's
+ * comparison of the two in one run; nothing else calls it.
+ */
+void obx_store_use_row_leases(struct obx_store *store, int on);
 
 /*
  * The plan of obx_store_lease(store, limit, ...) in this store's session,
@@ -69,6 +81,9 @@ void obx_lease_fini(struct obx_lease *lease);
  * stays leased. For tests and diagnosis; the relay never calls it.
  */
 outbox_status obx_store_lease_plan(struct obx_store *store, int limit, int analyze, char **json,
+                                   outbox_error *err);
+/* The same for the window claim (claim_window.sql), under the cursor's lock; always rolled back. */
+outbox_status obx_store_claim_plan(struct obx_store *store, int limit, int analyze, char **json,
                                    outbox_error *err);
 /* The same for obx_store_health()'s sample. */
 outbox_status obx_store_health_plan(struct obx_store *store, int analyze, char **json,

@@ -38,7 +38,40 @@ static const char *const sql_templates[OBX_STORE_SQL_COUNT] = {
     [OBX_STORE_SESSION] = obx_sql_store_session,
     [OBX_STORE_EXTEND] = obx_sql_lease_extend,
     [OBX_STORE_HEALTH] = obx_sql_outbox_health,
+    [OBX_STORE_CLAIM_CURSOR] = obx_sql_claim_cursor,
+    [OBX_STORE_CLAIM_TAKEOVER] = obx_sql_claim_takeover,
+    [OBX_STORE_CLAIM_WINDOW] = obx_sql_claim_window,
+    [OBX_STORE_LEASE_ALL] = obx_sql_lease_batch, /* then lease_all_rows() */
 };
+
+/*
+ * Makes OBX_STORE_LEASE_ALL the row lease of every due row, fresh ones
+ * included, as before window claims: lease_batch.sql's marked condition
+ * reads `true OR ...`. Only outbox-bench's comparison runs it.
+ */
+static outbox_status
+lease_all_rows(struct obx_pg_session *s, outbox_error *err)
+{
+    static const char marker[] = "/*came_back*/";
+    char *sql = s->sql[OBX_STORE_LEASE_ALL];
+    char *at = strstr(sql, marker);
+    size_t head, size;
+    char *out;
+
+    if (at == NULL) {
+        return obx_fail(err, OUTBOX_EINVAL, "lease_batch.sql lost its %s marker", marker);
+    }
+    head = (size_t)(at - sql);
+    size = strlen(sql) + sizeof("true OR");
+    out = malloc(size);
+    if (out == NULL) {
+        return obx_fail(err, OUTBOX_ENOMEM, "open store: out of memory");
+    }
+    snprintf(out, size, "%.*strue OR%s", (int)head, sql, at + strlen(marker));
+    free(sql);
+    s->sql[OBX_STORE_LEASE_ALL] = out;
+    return OUTBOX_OK;
+}
 
 /* What a new connection must set up beyond obx_pg_connect(): see store_session.sql, LISTEN. */
 static outbox_status
@@ -75,8 +108,15 @@ obx_store_close(struct obx_store *store)
     if (store != NULL) {
         obx_pg_session_fini(&store->pg);
         free(store->schema);
+        free(store->holder);
         free(store);
     }
+}
+
+void
+obx_store_use_row_leases(struct obx_store *store, int on)
+{
+    store->row_leases_only = on != 0;
 }
 
 outbox_status
@@ -87,7 +127,11 @@ obx_store_open(const struct obx_store_options *opts, struct obx_store **out, out
 
     obx_error_reset(err);
     store = calloc(1, sizeof(*store));
-    if (store == NULL || (store->schema = strdup(opts->schema ? opts->schema : "")) == NULL) {
+    if (store == NULL || (store->schema = strdup(opts->schema ? opts->schema : "")) == NULL ||
+        (store->holder = strdup(opts->application_name ? opts->application_name : "")) == NULL) {
+        if (store != NULL) {
+            free(store->schema);
+        }
         free(store);
         return obx_fail(err, OUTBOX_ENOMEM, "open store: out of memory");
     }
@@ -95,6 +139,9 @@ obx_store_open(const struct obx_store_options *opts, struct obx_store **out, out
                                  sql_templates, OBX_STORE_SQL_COUNT, err);
     /* Only the store's own statements run in its session: prepared once (pg_conn.h). */
     store->pg.use_prepared = 1;
+    if (status == OUTBOX_OK) {
+        status = lease_all_rows(&store->pg, err);
+    }
     if (status == OUTBOX_OK) {
         status = connect_store(store, err);
     }

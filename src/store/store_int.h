@@ -22,6 +22,10 @@ enum obx_store_sql {
     OBX_STORE_SESSION,
     OBX_STORE_EXTEND,
     OBX_STORE_HEALTH,
+    OBX_STORE_CLAIM_CURSOR,
+    OBX_STORE_CLAIM_TAKEOVER,
+    OBX_STORE_CLAIM_WINDOW,
+    OBX_STORE_LEASE_ALL, /* lease_batch.sql for every due row: the bench's old claim */
     OBX_STORE_SQL_COUNT
 };
 
@@ -29,6 +33,21 @@ struct obx_store {
     struct obx_pg_session pg; /* the connection and the statements of enum obx_store_sql */
     char *schema;             /* owned, unquoted: the wake-up channel is derived from it */
     int listening;            /* LISTEN was asked for: repeated after a reconnect */
+    char *holder;             /* owned: the application_name a window claim records */
+    int row_leases_only;      /* the bench's comparison: no window claims */
+    long long row_lease_due_ms; /* monotonic time the row lease goes first again */
 };
+
+/* Takes a lease statement's result (lease_batch.sql's columns) into `out`. */
+void obx_store_lease_take(struct obx_lease *out, PGresult *res);
+
+/*
+ * Claims up to `limit` fresh rows by commit window (claim_window.sql), in
+ * one transaction of one round trip, after giving back the rows of window
+ * claims that ran out (counted in out->taken_over). An empty claim is OUTBOX_OK
+ * with out->count 0.
+ */
+outbox_status obx_store_claim_window(struct obx_store *store, int limit, int claim_seconds,
+                                     struct obx_lease *out, outbox_error *err);
 
 #endif

@@ -18,6 +18,7 @@
 #include <libpq-fe.h>
 
 #include "common/buf.h"
+#include "common/clock.h"
 #include "common/error.h"
 #include "common/error_pg.h"
 #include "common/text.h"
@@ -45,8 +46,8 @@ enum {
 #define RELEASE_DELAY_MAX_MS 315360000000LL
 
 /* Leased rows come first; the quarantined ones after them are only logged. */
-static void
-lease_take(struct obx_lease *out, PGresult *res)
+void
+obx_store_lease_take(struct obx_lease *out, PGresult *res)
 {
     int rows = PQntuples(res);
     int count = 0;
@@ -71,14 +72,38 @@ lease_take(struct obx_lease *out, PGresult *res)
     }
 }
 
-outbox_status
-obx_store_lease(struct obx_store *store, int limit, int lease_seconds, int max_lease_expiries,
-                struct obx_lease *out, outbox_error *err)
+/* The row lease (lease_batch.sql) of the rows that came back. */
+static outbox_status
+lease_rows(struct obx_store *store, enum obx_store_sql which, int limit, int lease_seconds,
+           int max_lease_expiries, struct obx_lease *out, outbox_error *err)
 {
     char limit_text[16], lease_text[16], expiries_text[16];
     const char *params[] = {limit_text, lease_text, expiries_text};
     PGresult *res;
     outbox_status status;
+
+    snprintf(limit_text, sizeof(limit_text), "%d", limit);
+    snprintf(lease_text, sizeof(lease_text), "%d", lease_seconds);
+    snprintf(expiries_text, sizeof(expiries_text), "%d", max_lease_expiries);
+    res = obx_pg_session_exec(&store->pg, which, params, 3);
+    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+        status = obx_fail_pg(err, store->pg.conn, res, "lease a batch");
+        PQclear(res);
+        return status;
+    }
+    obx_store_lease_take(out, res);
+    return OUTBOX_OK;
+}
+
+/* A retry waits at most this long behind a window that is never empty. */
+#define ROW_LEASE_TURN_MS 1000
+
+outbox_status
+obx_store_lease(struct obx_store *store, int limit, int lease_seconds, int max_lease_expiries,
+                struct obx_lease *out, outbox_error *err)
+{
+    outbox_status status;
+    int taken_over;
 
     obx_error_reset(err);
     memset(out, 0, sizeof(*out)); /* left empty on failure: obx_lease_fini() is always safe */
@@ -88,20 +113,33 @@ obx_store_lease(struct obx_store *store, int limit, int lease_seconds, int max_l
                         limit, lease_seconds, max_lease_expiries);
     }
     status = obx_pg_session_require(&store->pg, err);
-    if (status != OUTBOX_OK) {
+    if (status != OUTBOX_OK || store->row_leases_only) {
+        return status != OUTBOX_OK
+                   ? status
+                   : lease_rows(store, OBX_STORE_LEASE_ALL, limit, lease_seconds,
+                                max_lease_expiries, out, err);
+    }
+    if (obx_monotonic_ms() >= store->row_lease_due_ms) {
+        store->row_lease_due_ms = obx_monotonic_ms() + ROW_LEASE_TURN_MS;
+        status = lease_rows(store, OBX_STORE_LEASE, limit, lease_seconds, max_lease_expiries, out,
+                            err);
+        if (status != OUTBOX_OK || out->count > 0 || out->quarantined > 0) {
+            return status;
+        }
+        obx_lease_fini(out);
+    }
+    status = obx_store_claim_window(store, limit, lease_seconds, out, err);
+    if (status != OUTBOX_OK || out->count > 0) {
         return status;
     }
-    snprintf(limit_text, sizeof(limit_text), "%d", limit);
-    snprintf(lease_text, sizeof(lease_text), "%d", lease_seconds);
-    snprintf(expiries_text, sizeof(expiries_text), "%d", max_lease_expiries);
-    res = obx_pg_session_exec(&store->pg, OBX_STORE_LEASE, params, 3);
-    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-        status = obx_fail_pg(err, store->pg.conn, res, "lease a batch");
-        PQclear(res);
-        return status;
-    }
-    lease_take(out, res);
-    return OUTBOX_OK;
+    /* Nothing fresh: the rows that came back, if any are due. */
+    taken_over = out->taken_over;
+    obx_lease_fini(out);
+    store->row_lease_due_ms = obx_monotonic_ms() + ROW_LEASE_TURN_MS;
+    status = lease_rows(store, OBX_STORE_LEASE, limit, lease_seconds, max_lease_expiries, out,
+                            err);
+    out->taken_over += taken_over;
+    return status;
 }
 
 void
@@ -458,9 +496,9 @@ obx_store_extend(struct obx_store *store, const struct obx_lease *lease, size_t 
     params[1] = obx_lease_id(lease, i);
     params[2] = seconds_text;
     res = obx_pg_session_exec(&store->pg, OBX_STORE_EXTEND, params, 3);
-    if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+    if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1) {
         status = obx_fail_pg(err, store->pg.conn, res, "extend a lease");
-    } else if (strcmp(PQcmdTuples(res), "1") != 0) {
+    } else if (strcmp(PQgetvalue(res, 0, 0), "0") == 0) {
         status = obx_fail(err, OUTBOX_ECONFLICT, "extend: the lease of event %s ran out",
                           obx_lease_id(lease, i));
     }

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * store_plan_pg.c - a statement's plan as the store's own session would run
- * it (see store.h): the lease's, the health sample's and the prune's. The
+ * it (see store.h): the lease's, the window claim's, the health sample's
+ * and the prune's. The
  * plan-shape tests read them, and so can an operator chasing a slow lease.
  */
 #include "store.h"
@@ -53,21 +54,38 @@ explain(struct obx_store *store, size_t which, int nparams, const char *args, in
     return status;
 }
 
-/* The plan, analyzed inside a transaction that is rolled back when `analyze`. */
+/* Runs prepared statement `which` (no parameters) for its effect inside the plan's transaction. */
 static outbox_status
-plan(struct obx_store *store, size_t which, int nparams, const char *args, int analyze, char **json,
-     outbox_error *err)
+run_first(struct obx_store *store, size_t which, outbox_error *err)
+{
+    return obx_pg_session_run(&store->pg, which, NULL, 0, "run the plan's first statement", err);
+}
+
+/*
+ * The plan, inside a transaction that is rolled back when `analyze` or
+ * when statement `first` (OBX_STORE_SQL_COUNT: none) must run before it,
+ * as the window claim's cursor lock does.
+ */
+static outbox_status
+plan(struct obx_store *store, size_t first, size_t which, int nparams, const char *args,
+     int analyze, char **json, outbox_error *err)
 {
     outbox_status status = obx_pg_session_require(&store->pg, err), undone;
+    int wrapped = analyze || first != OBX_STORE_SQL_COUNT;
 
-    if (status != OUTBOX_OK || !analyze) {
+    if (status != OUTBOX_OK || !wrapped) {
         return status != OUTBOX_OK ? status : explain(store, which, nparams, args, 0, json, err);
     }
     status = obx_pg_exec(store->pg.conn, "BEGIN", "begin the plan", err);
     if (status != OUTBOX_OK) {
         return status;
     }
-    status = explain(store, which, nparams, args, 1, json, err);
+    if (first != OBX_STORE_SQL_COUNT) {
+        status = run_first(store, first, err);
+    }
+    if (status == OUTBOX_OK) {
+        status = explain(store, which, nparams, args, analyze, json, err);
+    }
     undone = obx_pg_exec(store->pg.conn, "ROLLBACK", "roll back the plan",
                          status == OUTBOX_OK ? err : &(outbox_error){0});
     if (status == OUTBOX_OK && undone != OUTBOX_OK) {
@@ -91,7 +109,7 @@ obx_store_lease_plan(struct obx_store *store, int limit, int analyze, char **jso
     }
     /* EXECUTE takes literals only: limit, lease seconds, max lease expiries. */
     snprintf(args, sizeof(args), "(%d, 60, 5)", limit);
-    return plan(store, OBX_STORE_LEASE, 3, args, analyze, json, err);
+    return plan(store, OBX_STORE_SQL_COUNT, OBX_STORE_LEASE, 3, args, analyze, json, err);
 }
 
 outbox_status
@@ -108,7 +126,8 @@ obx_store_health_plan(struct obx_store *store, int analyze, char **json, outbox_
     obx_buf_appendf(&args, "('%s')", store->schema);
     status = obx_buf_failed(&args)
                  ? obx_fail(err, OUTBOX_ENOMEM, "health plan: out of memory")
-                 : plan(store, OBX_STORE_HEALTH, 1, args.data, analyze, json, err);
+                 : plan(store, OBX_STORE_SQL_COUNT, OBX_STORE_HEALTH, 1, args.data, analyze, json,
+                          err);
     obx_buf_fini(&args);
     return status;
 }
@@ -128,5 +147,22 @@ obx_store_prune_plan(struct obx_store *store, int retention_seconds, int limit, 
     }
     /* A pass's first batch: from the oldest key. */
     snprintf(args, sizeof(args), "(%d, %d, NULL)", retention_seconds, limit);
-    return plan(store, OBX_STORE_PRUNE, 3, args, analyze, json, err);
+    return plan(store, OBX_STORE_SQL_COUNT, OBX_STORE_PRUNE, 3, args, analyze, json, err);
+}
+
+outbox_status
+obx_store_claim_plan(struct obx_store *store, int limit, int analyze, char **json,
+                     outbox_error *err)
+{
+    char args[48];
+
+    obx_error_reset(err);
+    *json = NULL;
+    if (limit < 1) {
+        return obx_fail(err, OUTBOX_EINVAL, "claim plan: limit %d must be >= 1", limit);
+    }
+    /* Limit, claim seconds, holder; under the cursor lock, as the claim runs. */
+    snprintf(args, sizeof(args), "(%d, 60, 'plan')", limit);
+    return plan(store, OBX_STORE_CLAIM_CURSOR, OBX_STORE_CLAIM_WINDOW, 3, args, analyze, json,
+                err);
 }

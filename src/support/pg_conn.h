@@ -117,6 +117,26 @@ outbox_status obx_pg_session_check(struct obx_pg_session *s, const PGresult *res
 outbox_status obx_pg_session_run(struct obx_pg_session *s, size_t which, const char *const *params,
                                  int nparams, const char *doing, outbox_error *err);
 
+/* One statement of a pipeline: `text` if not NULL, else the session's statement `which`. */
+struct obx_pg_step {
+    size_t which;
+    const char *text;
+    const char *const *params;
+    int nparams;
+};
+
+/*
+ * Sends the `n` steps in one round trip and reads each one's result into
+ * res[i] (the caller checks and PQclear()s them all, also on failure; a
+ * step after a failed one is PGRES_PIPELINE_ABORTED). Statements run as
+ * obx_pg_session_exec() would, but one the server forgot is not run again:
+ * it fails, and is prepared anew next time. Returns OUTBOX_OK when every
+ * result was read; a failure to send or read is OUTBOX_EUNAVAILABLE (the
+ * connection cannot be used further).
+ */
+outbox_status obx_pg_session_pipeline(struct obx_pg_session *s, const struct obx_pg_step *steps,
+                                      size_t n, PGresult **res, outbox_error *err);
+
 /* Room for a retention pass's place: a uuid's text and its terminator. */
 #define OBX_PRUNE_AFTER_CAP 37
 

@@ -3,8 +3,9 @@
  * pg_session_pg.c - the one PostgreSQL session the store and the ledger
  * each keep: statements rendered once for the schema, a connection made
  * and remade through obx_pg_target_connect(), and the checks every
- * statement goes through. A lost connection is OUTBOX_EUNAVAILABLE, so it
- * spends no attempt anywhere above.
+ * statement goes through, alone or several in one round trip (libpq's
+ * pipeline mode: the window claim's transaction). A lost connection is
+ * OUTBOX_EUNAVAILABLE, so it spends no attempt anywhere above.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -212,4 +213,104 @@ obx_pg_session_prune(struct obx_pg_session *s, size_t which, long long retention
     }
     PQclear(res);
     return status;
+}
+
+/* Pipelines: several statements of a session in one round trip (libpq pipeline mode). */
+
+/* Queues one step; 0 when libpq refused it (the connection is gone). */
+static int
+send_step(struct obx_pg_session *s, const struct obx_pg_step *step)
+{
+    char name[OBX_PG_STATEMENT_NAME_CAP];
+
+    if (step->text != NULL) {
+        return PQsendQueryParams(s->conn, step->text, step->nparams, NULL, step->params, NULL, NULL,
+                                 0);
+    }
+    if (!s->use_prepared) {
+        return PQsendQueryParams(s->conn, s->sql[step->which], step->nparams, NULL, step->params,
+                                 NULL, NULL, 0);
+    }
+    return PQsendQueryPrepared(s->conn, obx_pg_session_statement_name(step->which, name),
+                               step->nparams, step->params, NULL, NULL, 0);
+}
+
+/* Reads one step's result and the NULL that ends it; a lost connection's failure if none. */
+static PGresult *
+read_step(struct obx_pg_session *s)
+{
+    PGresult *res = PQgetResult(s->conn);
+    PGresult *extra;
+
+    if (res == NULL) {
+        return PQmakeEmptyPGresult(s->conn, PGRES_FATAL_ERROR);
+    }
+    while ((extra = PQgetResult(s->conn)) != NULL) {
+        PQclear(extra); /* a statement's second result: none of ours has one */
+    }
+    return res;
+}
+
+/*
+ * Forgets the steps' statements when the server did not know one (a
+ * pooler's DISCARD ALL forgets them all) or one's plan went stale: they
+ * are prepared anew next time. Only the first failure has a SQLSTATE; the
+ * steps after it were not run.
+ */
+static void
+forget_unknown(struct obx_pg_session *s, const struct obx_pg_step *steps, size_t n,
+               PGresult *const *res)
+{
+    int lost = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        const char *state = PQresultErrorField(res[i], PG_DIAG_SQLSTATE);
+
+        lost |= state != NULL && (strcmp(state, "26000") == 0 || strcmp(state, "0A000") == 0);
+    }
+    for (size_t i = 0; i < n && lost; i++) {
+        if (steps[i].text == NULL) {
+            s->prepared &= ~(1u << steps[i].which);
+        }
+    }
+}
+
+outbox_status
+obx_pg_session_pipeline(struct obx_pg_session *s, const struct obx_pg_step *steps, size_t n,
+                        PGresult **res, outbox_error *err)
+{
+    int sent = 1;
+    PGresult *sync;
+
+    memset(res, 0, n * sizeof(*res));
+    for (size_t i = 0; i < n; i++) {
+        if (steps[i].text == NULL && s->use_prepared &&
+            obx_pg_session_prepare(s, steps[i].which, steps[i].nparams, err) != OUTBOX_OK) {
+            return err->code;
+        }
+    }
+    if (!PQenterPipelineMode(s->conn)) {
+        return obx_fail_pg(err, s->conn, NULL, "enter pipeline mode");
+    }
+    for (size_t i = 0; i < n && sent; i++) {
+        sent = send_step(s, &steps[i]);
+    }
+    if (!sent || !PQpipelineSync(s->conn)) {
+        /* Nothing can be read back in order: the connection is dropped by the caller. */
+        return obx_fail(err, OUTBOX_EUNAVAILABLE, "pipeline: %s", PQerrorMessage(s->conn));
+    }
+    for (size_t i = 0; i < n; i++) {
+        res[i] = read_step(s);
+    }
+    sync = PQgetResult(s->conn);
+    if (PQresultStatus(sync) != PGRES_PIPELINE_SYNC) {
+        PQclear(sync);
+        return obx_fail(err, OUTBOX_EUNAVAILABLE, "pipeline: no sync: %s", PQerrorMessage(s->conn));
+    }
+    PQclear(sync);
+    forget_unknown(s, steps, n, res);
+    if (!PQexitPipelineMode(s->conn)) {
+        return obx_fail_pg(err, s->conn, NULL, "leave pipeline mode");
+    }
+    return OUTBOX_OK;
 }

@@ -8,7 +8,10 @@
  * sql). Every 250 ms the bench samples the backlog and the outbox's dead
  * tuples; the relays' own histograms give the lease and finish latency.
  * Dead tuples from leasing and finishing, and plans chosen without
- * statistics, are what sink a PostgreSQL queue here.
+ * statistics, are what sink a PostgreSQL queue here. PostgreSQL's CPU is
+ * counted from the writers' start to the end of the drain, per event the
+ * relays finished: the writers' inserts and the bench's samples are in
+ * it. --two-writes runs the relays on the two-write claim to compare.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -333,8 +336,18 @@ start_relays(const struct obx_bench_env *fresh, struct obx_bench_workers *ws)
     if (fresh->batch_given) {
         obx_bench_set_int(cfg, "batch_size", fresh->batch);
     }
+    ws->two_writes = fresh->two_writes;
     obx_bench_relays_start(ws, cfg, RELAYS);
     outbox_config_free(cfg);
+}
+
+/* Events the relays finished (published, dead or invalid). */
+static long long
+relays_finished(struct obx_bench_workers *ws)
+{
+    return (long long)(obx_bench_total(ws, OBX_BENCH_RELAYS, OUTBOX_RELAY_PUBLISHED) +
+                       obx_bench_total(ws, OBX_BENCH_RELAYS, OUTBOX_RELAY_DEAD) +
+                       obx_bench_total(ws, OBX_BENCH_RELAYS, OUTBOX_RELAY_INVALID));
 }
 
 static void
@@ -447,8 +460,9 @@ obx_bench_sustained(const struct obx_bench_env *env)
     PGconn *admin = obx_bench_connect(env), *conn;
     struct peaks peaks = {0};
     struct measure_start measured;
-    long long written = 0, at_end, left, wal_start, samples;
-    double start, stop, drained, ack_p50, ack_p99;
+    struct obx_bench_pg_cpu cpu;
+    long long written = 0, at_end, left, wal_start, samples, finished_start;
+    double start, stop, drained, ack_p50, ack_p99, pg_cpu_us;
     char *url = conninfo_for(env->database_url, FRESH_DB);
     json_t *line = json_object(), *settings = json_object();
 
@@ -472,6 +486,8 @@ obx_bench_sustained(const struct obx_bench_env *env)
     wal_start = wal_position(conn);
     relay_counts(&relays, OUTBOX_RELAY_LEASE_SECONDS, &measured.lease);
     relay_counts(&relays, OUTBOX_RELAY_FINISH_SECONDS, &measured.finish);
+    finished_start = relays_finished(&relays);
+    obx_bench_pg_cpu_start(&cpu, obx_bench_pg_postmaster(conn));
     start = obx_bench_now();
     start_writers(writers, &fresh, sql, rate, seconds);
     while (obx_bench_now() - start < seconds) {
@@ -490,6 +506,7 @@ obx_bench_sustained(const struct obx_bench_env *env)
         left = backlog(conn);
     }
     drained = obx_bench_now() - stop;
+    pg_cpu_us = obx_bench_pg_cpu_us_per_event(&cpu, relays_finished(&relays) - finished_start);
     obx_bench_pace(obx_bench_now(), 0.2); /* the last acks' messages reach the watch */
     samples = commit_to_ack(writers, watch, &ack_p50, &ack_p99);
 
@@ -497,6 +514,7 @@ obx_bench_sustained(const struct obx_bench_env *env)
     json_object_set_new(line, "case", json_string("sustained"));
     json_object_set_new(line, "writer", json_string(sql ? "sql" : "c"));
     json_object_set_new(line, "table", json_string(env->table));
+    json_object_set_new(line, "claim", json_string(env->two_writes ? "two_writes" : "one_write"));
     set_count(line, "relayed_before", bloated ? BLOAT_EVENTS : 0);
     json_object_set_new(line, "settings", settings);
     set_number(line, "rate", rate);
@@ -515,6 +533,7 @@ obx_bench_sustained(const struct obx_bench_env *env)
     set_number(line, "commit_to_ack_p99_ms", ack_p99);
     set_count(line, "commit_to_ack_samples", samples);
     set_count(line, "dead_tuples_max", peaks.dead_tuples);
+    json_object_set_new(line, "pg_cpu_us_per_event", obx_bench_number_or_null(pg_cpu_us));
     obx_bench_workers_stop(&relays);
     obx_bench_ack_watch_stop(watch);
     set_count(line, "wal_bytes_per_event",

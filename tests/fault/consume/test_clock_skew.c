@@ -4,13 +4,14 @@
  * of the database's, or an hour behind (libfaketime, Debian's faketime
  * package, preloaded into each daemon), shortened for CI.
  *
- * A relay crashes holding leased rows (the test hook aborts it right after
+ * A relay crashes holding claimed rows (the test hook aborts it right after
  * a publish), and skewed relays and consumers then carry a writer's events
  * through two handlers and a handler that fails twice per chosen event.
- * From a trigger log of every lease change on the outbox (database time):
- * every lease lasts OUTBOX_LEASE_SECONDS of database time, no lease is
- * taken over before it ended (no early takeover), the crashed relay's rows
- * are taken over within seconds of their lease's end (no stuck rows), and
+ * From trigger logs of every lease change on the outbox and of every
+ * window claim (database time): every lease and claim lasts
+ * OUTBOX_LEASE_SECONDS of database time, no lease is taken over before it
+ * ended, the crashed relay's claims are given back after their end and
+ * within seconds of it (no early takeover, no stuck rows), and
  * the consumer's retries are planned and run on the backoff schedule in
  * database time. The checker finds nothing lost or repeated, and
  * `outboxctl doctor` run with the skewed clock reports the skew.
@@ -54,6 +55,17 @@ prepare(PGconn *c)
     harness_exec(c, "CREATE TRIGGER log_lease AFTER UPDATE ON outbox.events FOR EACH ROW WHEN "
                     "(OLD.lease_token IS DISTINCT FROM NEW.lease_token) "
                     "EXECUTE FUNCTION public.log_lease()");
+    /* And of every window claim: made (with its end) and ended (finished or given back). */
+    harness_exec(c, "CREATE TABLE public.claim_log (seq bigserial PRIMARY KEY, "
+                    "at timestamptz NOT NULL, op text NOT NULL, token uuid, until timestamptz)");
+    harness_exec(c, "CREATE FUNCTION public.log_claim() RETURNS trigger LANGUAGE plpgsql AS "
+                    "$$BEGIN IF TG_OP = 'INSERT' THEN INSERT INTO public.claim_log (at, op, "
+                    "token, until) VALUES (clock_timestamp(), 'made', NEW.token, NEW.expires_at); "
+                    "ELSE INSERT INTO public.claim_log (at, op, token, until) VALUES "
+                    "(clock_timestamp(), 'ended', OLD.token, OLD.expires_at); END IF; "
+                    "RETURN NULL; END$$");
+    harness_exec(c, "CREATE TRIGGER log_claim AFTER INSERT OR DELETE ON outbox.relay_claims "
+                    "FOR EACH ROW EXECUTE FUNCTION public.log_claim()");
     harness_exec(c, "CREATE FUNCTION public.flaky(env jsonb) RETURNS void LANGUAGE plpgsql AS "
                     "$$DECLARE tries integer; BEGIN SELECT attempts INTO tries FROM "
                     "outbox.processed_events WHERE event_id = (env->>'id')::uuid AND "
@@ -132,7 +144,9 @@ clocks_off_by(const char *offset)
     relay_test_start(&crasher, &crash_env, "crasher");
     status = harness_proc_wait(&crasher, 60000);
     cr_assert_eq(status, 128 + SIGABRT, "the crashing relay ended with %d", status);
-    cr_assert_gt(relay_test_count(conn, "status = 'leased'"), 0, "the crash left no lease");
+    cr_assert_gt(ll("SELECT count(*) FROM outbox.relay_claims"), 0, "the crash left no claim");
+    harness_exec(conn, "CREATE TABLE public.crashed AS SELECT token, expires_at "
+                       "FROM outbox.relay_claims");
 
     relay_test_env(&renv, stream, prefix);
     skew(&renv, offset);
@@ -194,15 +208,20 @@ clocks_off_by(const char *offset)
     cr_assert_eq(ll("SELECT count(*) FROM public.lease_log WHERE new_token IS NOT NULL AND "
                     "(new_until - at < interval '1500 ms' OR new_until - at > interval '2500 ms')"),
                  0, "a lease did not last %d s of database time", LEASE_S);
-    cr_assert_gt(ll("SELECT count(*) FROM public.lease_log WHERE old_token IS NOT NULL AND "
-                    "new_token IS NOT NULL"),
-                 0, "the crashed relay's rows were never taken over");
+    cr_assert_eq(ll("SELECT count(*) FROM public.claim_log WHERE op = 'made' AND "
+                    "(until - at < interval '1500 ms' OR until - at > interval '2500 ms')"),
+                 0, "a claim did not last %d s of database time", LEASE_S);
     cr_assert_eq(ll("SELECT count(*) FROM public.lease_log WHERE old_token IS NOT NULL AND "
                     "new_token IS NOT NULL AND at < old_until"),
                  0, "a lease was taken over before it ended");
-    cr_assert_eq(ll("SELECT count(*) FROM public.lease_log WHERE old_token IS NOT NULL AND "
-                    "new_token IS NOT NULL AND at > old_until + interval '10 s'"),
-                 0, "a crashed relay's rows were stuck past their lease");
+    /* The crashed relay's claims are given back after their end, within seconds of it. */
+    cr_assert_eq(ll("SELECT count(*) FROM public.crashed c JOIN public.claim_log l "
+                    "ON l.token = c.token AND l.op = 'ended' WHERE l.at >= c.expires_at "
+                    "AND l.at <= c.expires_at + interval '10 s'"),
+                 ll("SELECT count(*) FROM public.crashed"),
+                 "a crashed relay's claim was given back early, or stuck past its end");
+    cr_assert_eq(ll("SELECT count(*) FROM outbox.relay_claims"), 0,
+                 "every claim was finished or given back");
 
     /* Backoff: each failure planned BASE_MS * 2^(k-1) +-10 % of database time; never ran early. */
     cr_assert_eq(ll("SELECT count(*) FROM public.ledger_log WHERE handler = 'flaky' AND "

@@ -145,28 +145,38 @@ relay_sessions_idle(void)
                                    "AND state <> 'idle'") == 0;
 }
 
+/* Rows held by window claims (claim_window.sql) right now. */
+static long long
+claimed_rows(void)
+{
+    return harness_scalar_ll(conn, "SELECT coalesce(sum(cardinality(ids)), 0) "
+                                   "FROM outbox.relay_claims");
+}
+
 /*
  * Starts relay `name` on the backlog and freezes it (SIGSTOP) while it
- * holds leased rows; returns how many, recorded with their lease in the
- * table `held`. Tries again when it happened to hold none at that moment.
+ * holds claimed rows; returns how many, recorded with their claim's token
+ * and end in the table `held`. Tries again when it happened to hold none
+ * at that moment.
  */
 static long long
 freeze_holding_a_lease(struct harness_proc *p, struct relay_env *env, const char *name)
 {
     for (int attempt = 0; attempt < 5; attempt++) {
         relay_test_start(p, env, name);
-        HARNESS_WAIT_UNTIL(relay_test_count(conn, "status = 'leased'") > 0, 30000);
+        HARNESS_WAIT_UNTIL(claimed_rows() > 0, 30000);
         harness_proc_signal(p, SIGSTOP);
         HARNESS_WAIT_UNTIL(proc_is_stopped(p->pid), 5000);
         HARNESS_WAIT_UNTIL(relay_sessions_idle(), 5000);
-        if (relay_test_count(conn, "status = 'leased'") > 0) {
-            harness_exec(conn, "CREATE TABLE held AS SELECT id, lease_token, leased_until "
-                               "FROM outbox.events WHERE status = 'leased'");
+        if (claimed_rows() > 0) {
+            harness_exec(conn, "CREATE TABLE held AS SELECT unnest(ids) AS id, "
+                               "token AS lease_token, expires_at AS leased_until "
+                               "FROM outbox.relay_claims");
             return harness_scalar_ll(conn, "SELECT count(*) FROM held");
         }
         harness_proc_kill(p);
     }
-    cr_assert_fail("the relay never held a lease when it was stopped");
+    cr_assert_fail("the relay never held a claim when it was stopped");
     return 0;
 }
 
@@ -280,8 +290,8 @@ Test(relay_replicas, sigterm_exits_within_the_drain_timeout_and_hands_back_the_h
     cr_log_info("held %lld rows; exited with %d after %lld ms", held, status, exited_ms);
     cr_assert_eq(status, 0, "exit status %d:\n%s", status, harness_proc_log(&leaving));
     cr_assert_lt(exited_ms, 5000 + 1000, "took %lld ms for a 5 s drain timeout", exited_ms);
-    cr_assert_eq(relay_test_count(conn, "status = 'leased'"), 0,
-                 "rows left leased would wait 60 s for their lease to run out");
+    cr_assert_eq(claimed_rows() + relay_test_count(conn, "status = 'leased'"), 0,
+                 "rows left claimed would wait 60 s for their claim to run out");
 
     started = harness_now_ms();
     relay_test_start(&taker, &env, "taker");

@@ -1,14 +1,16 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_lease_plan.c - the lease reads due rows in order and stops after its
- * limit in every state a busy outbox table reaches: no statistics yet,
+ * test_lease_plan.c - the window claim and the row lease read their rows in
+ * order and stop after their limit in every state a busy outbox table
+ * reaches: no statistics yet,
  * statistics from before a bulk load, hundreds of thousands of dead index
  * entries between vacuums, many done rows retained in mark mode, a long
  * backlog in retry backoff. Each test builds the state (autovacuum off for
  * the table, so it stays put), then reads the lease's plan in the store's
  * own session from EXPLAIN (FORMAT JSON) EXECUTE of its prepared lease (the
- * generic plan the relay runs): the candidates must come from an
- * ordered Index Scan of events_due_idx under the LIMIT, with no sequential
+ * generic plan the relay runs): the window claim's two scans must be
+ * ordered Index Scans of events_window_idx under their LIMIT, the row
+ * lease's candidates one of events_retry_idx, with no sequential
  * scan, bitmap scan or sort (FACTS 14: a bitmap scan of every entry plus a
  * top-N sort, 77 ms a lease), and no node reads a table or index whole (a
  * hash join over the primary key, 12 ms a lease). EXPLAIN ANALYZE (rolled
@@ -208,9 +210,9 @@ expect_ordered_scan(const char *state, int analyze, long long stepped_over)
     scan = find_type(cte, "Index Scan");
     cr_assert(scan != NULL, "%s: the candidates are not an index scan: %s", state, text);
     index = json_string_value(json_object_get(scan, "Index Name"));
-    cr_assert(index != NULL && strcmp(index, "events_due_idx") == 0,
-              "%s: the candidates scan %s, not events_due_idx: %s", state, index ? index : "(none)",
-              text);
+    cr_assert(index != NULL && strcmp(index, "events_retry_idx") == 0,
+              "%s: the candidates scan %s, not events_retry_idx: %s", state,
+              index ? index : "(none)", text);
     cr_assert_str_eq(json_string_value(json_object_get(scan, "Scan Direction")), "Forward",
                      "%s: due order is the index's order: %s", state, text);
     expect_no_full_read(state, top, text);
@@ -227,19 +229,26 @@ expect_ordered_scan(const char *state, int analyze, long long stepped_over)
     free(text);
 }
 
-/* Buffers the candidates' index scan touched in an analyzed lease (rolled back). */
+/* Buffers the window claim's scan touched in an analyzed claim (rolled back). */
 static long long
 scan_buffers(void)
 {
+    outbox_error err;
+    json_error_t jerr;
     char *text = NULL;
-    json_t *top = lease_plan(1, &text);
-    json_t *scan = find_type(find_subplan(top, "CTE candidates"), "Index Scan");
+    json_t *doc, *scan;
     long long blocks;
 
-    cr_assert(scan != NULL, "no index scan: %s", text);
+    cr_assert_eq(obx_store_claim_plan(store, LIMIT, 1, &text, &err), OUTBOX_OK, "%s",
+                 err.message);
+    doc = json_loads(text, 0, &jerr);
+    cr_assert(doc != NULL, "EXPLAIN JSON does not parse: %s", jerr.text);
+    /* Both parts of the window's scan: a node's buffers include its children's. */
+    scan = find_subplan(json_object_get(json_array_get(doc, 0), "Plan"), "CTE rest");
+    cr_assert(scan != NULL, "no CTE rest: %s", text);
     blocks = json_integer_value(json_object_get(scan, "Shared Hit Blocks")) +
              json_integer_value(json_object_get(scan, "Shared Read Blocks"));
-    json_decref(top);
+    json_decref(doc);
     free(text);
     return blocks;
 }
@@ -314,6 +323,65 @@ expect_bounded_health(const char *state, long long max_rows)
     expect_bounded_reads(state, max_rows, 0);
 }
 
+/*
+ * The window claim's two scans (the rest of the window, then the next one)
+ * are ordered scans of events_window_idx under their LIMIT, with nothing
+ * that reads every entry first. With `analyze`, the scan of the window's
+ * rest returned at most LIMIT rows and skipped at most `stepped_over`.
+ */
+static void
+expect_window_scan(const char *state, int analyze, long long stepped_over)
+{
+    static const char *const banned[] = {"Seq Scan", "Bitmap Heap Scan", "Bitmap Index Scan",
+                                         "Sort", "Incremental Sort", "Hash Join", "Merge Join"};
+    static const char *const parts[] = {"CTE rest", "CTE next"};
+    outbox_error err;
+    json_error_t jerr;
+    char *text = NULL;
+    json_t *doc, *top;
+    outbox_status status = obx_store_claim_plan(store, LIMIT, analyze, &text, &err);
+
+    cr_assert_eq(status, OUTBOX_OK, "obx_store_claim_plan: %s: %s", outbox_status_name(status),
+                 err.message);
+    doc = json_loads(text, 0, &jerr);
+    cr_assert(doc != NULL, "EXPLAIN JSON does not parse: %s", jerr.text);
+    top = json_object_get(json_array_get(doc, 0), "Plan");
+    for (size_t p = 0; p < sizeof(parts) / sizeof(parts[0]); p++) {
+        json_t *cte = find_subplan(top, parts[p]);
+        json_t *scan;
+        const char *index;
+
+        cr_assert(cte != NULL, "%s: no %s in the claim's plan: %s", state, parts[p], text);
+        cr_assert_str_eq(json_string_value(json_object_get(cte, "Node Type")), "Limit",
+                         "%s: %s ends in its LIMIT: %s", state, parts[p], text);
+        for (size_t i = 0; i < sizeof(banned) / sizeof(banned[0]); i++) {
+            cr_assert(find_type(cte, banned[i]) == NULL, "%s: %s uses a %s: %s", state, parts[p],
+                      banned[i], text);
+        }
+        scan = find_type(cte, "Index Scan");
+        cr_assert(scan != NULL, "%s: %s is not an index scan: %s", state, parts[p], text);
+        index = json_string_value(json_object_get(scan, "Index Name"));
+        cr_assert(index != NULL && strcmp(index, "events_window_idx") == 0,
+                  "%s: %s scans %s, not events_window_idx: %s", state, parts[p],
+                  index ? index : "(none)", text);
+        cr_assert(json_object_get(scan, "Index Cond") != NULL,
+                  "%s: %s reads the index from its start: %s", state, parts[p], text);
+        if (analyze && p == 0) {
+            long long out = json_integer_value(json_object_get(scan, "Actual Rows"));
+            long long skipped =
+                json_integer_value(json_object_get(scan, "Rows Removed by Filter"));
+
+            cr_assert(out <= LIMIT, "%s: the window scan returned %lld rows for a batch of %d: %s",
+                      state, out, LIMIT, text);
+            cr_assert(skipped <= stepped_over,
+                      "%s: the window scan read and skipped %lld rows (<= %lld): %s", state,
+                      skipped, stepped_over, text);
+        }
+    }
+    json_decref(doc);
+    free(text);
+}
+
 /* Leases once for real, and the batch is full: the plan found what is due. */
 static void
 expect_full_lease(const char *state)
@@ -335,9 +403,12 @@ Test(lease_plan, no_statistics_yet)
                  0, "the table must have no statistics for this state");
     expect_ordered_scan("no statistics", 0, 0);
     expect_ordered_scan("no statistics", 1, 0);
+    expect_window_scan("no statistics", 0, 0);
+    expect_window_scan("no statistics", 1, 0);
     expect_full_lease("no statistics");
     /* The next lease steps over the running one's rows, and only those. */
     expect_ordered_scan("no statistics, one lease running", 1, LIMIT);
+    expect_window_scan("no statistics, one claim running", 1, 0);
     expect_bounded_health("no statistics, one lease running", HEALTH_ROWS);
 }
 
@@ -349,6 +420,8 @@ Test(lease_plan, right_after_a_bulk_load)
     load_due(100000);
     expect_ordered_scan("after a bulk load", 0, 0);
     expect_ordered_scan("after a bulk load", 1, 0);
+    expect_window_scan("after a bulk load", 0, 0);
+    expect_window_scan("after a bulk load", 1, 0);
     expect_full_lease("after a bulk load");
     expect_bounded_health("after a bulk load", HEALTH_ROWS);
 }
@@ -361,6 +434,8 @@ Test(lease_plan, large_backlog_with_fresh_statistics)
     harness_exec(conn, "ANALYZE outbox.events");
     expect_ordered_scan("large backlog, fresh statistics", 0, 0);
     expect_ordered_scan("large backlog, fresh statistics", 1, 0);
+    expect_window_scan("large backlog, fresh statistics", 0, 0);
+    expect_window_scan("large backlog, fresh statistics", 1, 0);
     expect_full_lease("large backlog, fresh statistics");
 }
 
@@ -393,6 +468,8 @@ Test(lease_plan, dead_index_entries_between_vacuums)
     harness_exec(conn, "ANALYZE outbox.events");
     expect_ordered_scan("dead entries, fresh statistics", 0, 0);
     expect_ordered_scan("dead entries, fresh statistics", 1, 0);
+    expect_window_scan("dead entries, fresh statistics", 0, 0);
+    expect_window_scan("dead entries, fresh statistics", 1, 0);
     expect_full_lease("dead entries");
     expect_bounded_health("dead entries", HEALTH_ROWS);
 }
@@ -406,6 +483,8 @@ Test(lease_plan, many_done_rows_retained)
     load_due(500);
     expect_ordered_scan("done rows retained", 0, 0);
     expect_ordered_scan("done rows retained", 1, 0);
+    expect_window_scan("done rows retained", 0, 0);
+    expect_window_scan("done rows retained", 1, 0);
     expect_full_lease("done rows retained");
     expect_bounded_health("done rows retained", HEALTH_ROWS);
 }
@@ -419,7 +498,20 @@ Test(lease_plan, long_backlog_in_retry_backoff)
     harness_exec(conn, "ANALYZE outbox.events");
     expect_ordered_scan("retry backlog", 0, 0);
     expect_ordered_scan("retry backlog", 1, 0);
-    expect_full_lease("retry backlog");
+    expect_window_scan("retry backlog", 0, 0);
+    expect_window_scan("retry backlog", 1, 0);
+    {
+        /* Retries that came due while the test ran go first, in a row lease of their own
+         * (they are not in the windows); the fresh rows fill the next lease. */
+        struct obx_lease a, b;
+
+        helper_lease(store, LIMIT, 60, &a);
+        helper_lease(store, LIMIT, 60, &b);
+        cr_assert_geq(a.count + b.count, LIMIT, "retry backlog: two leases took %zu rows",
+                      a.count + b.count);
+        obx_lease_fini(&a);
+        obx_lease_fini(&b);
+    }
     expect_ordered_scan("retry backlog, one lease running", 1, LIMIT);
     expect_bounded_health("retry backlog, one lease running", HEALTH_ROWS);
 }
@@ -437,10 +529,20 @@ Test(lease_plan, health_sample_of_a_long_backlog_finds_the_leases_at_its_head)
     helper_lease(store, LIMIT, 60, &expired);
     helper_lease(store, LIMIT, 60, &running);
     cr_assert_eq(expired.count + running.count, 2 * LIMIT);
-    harness_exec(conn, "UPDATE outbox.events SET leased_until = now() - interval '1 hour', "
-                       "created_at = now() - interval '2 hours' "
-                       "WHERE id IN (SELECT id FROM outbox.events WHERE status = 'leased' "
-                       "ORDER BY next_attempt_at LIMIT 100)");
+    {
+        char sql[256];
+
+        snprintf(sql, sizeof(sql),
+                 "UPDATE outbox.events SET created_at = now() - interval '2 hours' "
+                 "WHERE id IN (SELECT unnest(ids) FROM outbox.relay_claims WHERE token = '%s')",
+                 expired.token);
+        harness_exec(conn, sql);
+        snprintf(sql, sizeof(sql),
+                 "UPDATE outbox.relay_claims SET expires_at = now() - interval '1 hour' "
+                 "WHERE token = '%s'",
+                 expired.token);
+        harness_exec(conn, sql);
+    }
     cr_assert_eq(obx_store_health(store, &h, &err), OUTBOX_OK, "%s", err.message);
     cr_assert(h.oldest_unconfirmed_s >= 7190 && h.oldest_unconfirmed_s <= 7300,
               "the oldest unconfirmed row is 2 hours old, the sample says %lld s",

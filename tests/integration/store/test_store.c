@@ -93,12 +93,12 @@ Test(store, a_lease_is_committed_with_one_fresh_token_per_batch)
     cr_assert_eq(a.count, 3);
     cr_assert_eq(b.count, 3);
     cr_assert_str_neq(a.token, b.token, "each batch gets its own token");
-    /* Seen from another connection, so the lease was committed before the call returned. */
+    /* Seen from another connection, so the claim was committed before the call returned. */
     snprintf(sql, sizeof(sql),
-             "status = 'leased' AND lease_token = '%s' AND leased_until > now() + interval '50 "
-             "seconds'",
+             "SELECT cardinality(ids) FROM outbox.relay_claims WHERE token = '%s' "
+             "AND expires_at > now() + interval '50 seconds'",
              a.token);
-    cr_assert_eq(helper_count(conn, sql), 3);
+    cr_assert_eq(harness_scalar_ll(conn, sql), 3);
     cr_assert(a.quarantined == 0);
     for (size_t i = 0; i < a.count; i++) {
         size_t len = 0;
@@ -332,6 +332,8 @@ Test(store, refuses_bad_arguments_without_touching_rows)
                                   &opts, &counts, &err),
                  OUTBOX_EINVAL);
     cr_assert(strstr(err.message, "max_attempts 0") != NULL, "%s", err.message);
-    cr_assert_eq(helper_count(conn, "status = 'leased'"), 1, "the lease is untouched");
+    cr_assert_eq(harness_scalar_ll(conn, "SELECT count(*) FROM outbox.relay_claims"), 1,
+                 "the claim is untouched");
+    cr_assert_eq(helper_count(conn, "status = 'pending'"), 1, "and so is its row");
     obx_lease_fini(&lease);
 }

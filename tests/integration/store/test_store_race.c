@@ -141,20 +141,23 @@ Test(store_race, concurrent_replicas_lease_every_row_exactly_once_in_batches_wit
 Test(store_race, a_batch_of_expired_and_pending_rows_stays_within_the_limit)
 {
     struct obx_store *store = helper_store_open("store-race");
-    struct obx_lease first, second;
+    struct obx_lease first, next;
+    size_t total = 0;
 
     helper_enqueue(conn, 15);
     helper_lease(store, 5, 60, &first);
-    /* A lease runs out on a row that became due before the rows still pending. */
-    harness_exec(conn, "UPDATE outbox.events SET leased_until = now() - interval '1 second', "
-                       "next_attempt_at = now() - interval '1 minute' WHERE status = 'leased'");
-    helper_lease(store, 8, 60, &second);
-    cr_assert_eq(second.count, 8, "5 expired + 10 pending rows, limit 8");
+    /* The first claim's holder dies: its 5 rows come back beside the 10 still fresh. */
+    harness_exec(conn, "UPDATE outbox.relay_claims SET expires_at = now() - interval '1 second'");
+    for (int i = 0; i < 4; i++) {
+        helper_lease(store, 8, 60, &next);
+        cr_assert_leq(next.count, 8, "a batch never passes the limit");
+        total += next.count;
+        obx_lease_fini(&next);
+    }
+    cr_assert_eq(total, 15, "the 5 given back and the 10 fresh, each once");
     cr_assert_eq(helper_count(conn, "status = 'leased' AND lease_expiries = 1"), 5,
-                 "the oldest due rows go first, so the expired leases do");
-    cr_assert_eq(helper_count(conn, "status = 'pending'"), 7);
+                 "the rows given back are charged one expiry and leased by row");
     obx_lease_fini(&first);
-    obx_lease_fini(&second);
     obx_store_close(store);
 }
 
@@ -200,7 +203,9 @@ expect_takeover(enum obx_row_outcome outcome)
     helper_lease(old_holder, 10, 1, &stale);
     cr_assert_eq(stale.count, 3);
     /* Database time decides when a lease has run out. */
-    HARNESS_WAIT_UNTIL(helper_count(conn, "status = 'leased' AND leased_until < now()") == 3, 5000);
+    HARNESS_WAIT_UNTIL(harness_scalar_ll(conn, "SELECT count(*) FROM outbox.relay_claims "
+                                               "WHERE expires_at < now()") == 1,
+                       5000);
     helper_lease(new_holder, 10, 60, &fresh);
     cr_assert_eq(fresh.count, 3, "expired leases are leased again");
     cr_assert_str_neq(fresh.token, stale.token);
@@ -251,6 +256,7 @@ Test(store_race, five_lease_expiries_quarantine_the_row_as_dead_with_a_dead_lett
         /* The relay that held it crashed: its lease runs out (moved, not waited for). */
         harness_exec(conn, "UPDATE outbox.events SET leased_until = now() - interval '1 second' "
                            "WHERE status = 'leased'");
+        harness_exec(conn, "UPDATE outbox.relay_claims SET expires_at = now() - interval '1 second'");
     }
     cr_assert_eq(helper_count(conn, "status = 'dead' AND lease_expiries = 5 AND attempts = 0 "
                                     "AND lease_token IS NULL "

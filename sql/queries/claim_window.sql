@@ -1,0 +1,105 @@
+-- claim_window: claim the next fresh rows, by commit window, with no write
+-- to them. Runs under the cursor lock (claim_cursor.sql).
+-- $1: batch limit; $2: claim seconds; $3: holder (application_name).
+-- First the rest of the current window (s_lo, s_hi]: rows visible in s_hi
+-- and not in s_lo, after pos in (tx, id) order (a transaction s_lo saw
+-- running has a tx below s_lo's xmax, so those come first). When fewer
+-- than $1 are left, the window is done: the next one is (s_hi, this statement's
+-- snapshot], and its first rows fill the batch. The cursor then records
+-- where the batch stopped, and a relay_claims row the rows taken, under a
+-- fresh token (the lease token the finish and the extension guard with).
+-- Returns the rows in lease_batch.sql's columns (none quarantined or taken
+-- over here: claim_takeover.sql counts those).
+WITH cur AS MATERIALIZED (
+    SELECT s_lo, s_hi, pos_tx, pos_id, pg_current_snapshot() AS s_now,
+           ARRAY(SELECT pg_snapshot_xip(s_lo)) AS lo_xip,
+           ARRAY(SELECT pg_snapshot_xip(s_hi)) AS hi_xip,
+           -- Where the window's second part starts: past s_lo's xmax, or at
+           -- pos once the claims are in it.
+           CASE WHEN s_lo IS NULL OR pos_tx >= pg_snapshot_xmax(s_lo) THEN pos_tx
+                ELSE (pg_snapshot_xmax(s_lo)::text::bigint - 1)::text::xid8 END AS from_tx,
+           CASE WHEN s_lo IS NULL OR pos_tx >= pg_snapshot_xmax(s_lo) THEN pos_id
+                ELSE 'ffffffff-ffff-ffff-ffff-ffffffffffff'::uuid END AS from_id
+      FROM /*schema*/relay_cursor
+), rest AS MATERIALIZED (
+    -- The window (s_lo, s_hi] in two parts, each an ordered index scan that
+    -- stops at the limit: the transactions s_lo saw running (its xip list,
+    -- looked up by tx), then those that began after it (tx >= its xmax).
+    -- No part reads a row an earlier window took, however far back a long
+    -- transaction holds s_lo's xmin.
+    SELECT * FROM (
+        (SELECT e.id, e.tx, e.envelope, e.attempts, e.lease_expiries, e.event_type,
+                   e.aggregate_type, e.aggregate_id, e.tenant_id, e.data_subject
+           FROM /*schema*/events AS e
+          WHERE e.published_at IS NULL AND e.next_attempt_at <= e.created_at AND e.status = 'pending'
+            AND e.tx = ANY ((SELECT lo_xip FROM cur)::xid8[])
+            AND (e.tx, e.id) > ((SELECT pos_tx FROM cur), (SELECT pos_id FROM cur))
+            AND pg_visible_in_snapshot(e.tx, (SELECT s_hi FROM cur))
+          ORDER BY e.tx, e.id
+          LIMIT $1)
+        UNION ALL
+        (SELECT e.id, e.tx, e.envelope, e.attempts, e.lease_expiries, e.event_type,
+                   e.aggregate_type, e.aggregate_id, e.tenant_id, e.data_subject
+           FROM /*schema*/events AS e
+          WHERE e.published_at IS NULL AND e.next_attempt_at <= e.created_at AND e.status = 'pending'
+            AND (e.tx, e.id) > ((SELECT from_tx FROM cur), (SELECT from_id FROM cur))
+            AND e.tx < pg_snapshot_xmax((SELECT s_hi FROM cur))
+            AND pg_visible_in_snapshot(e.tx, (SELECT s_hi FROM cur))
+          ORDER BY e.tx, e.id
+          LIMIT $1)
+    ) AS r
+     ORDER BY r.tx, r.id
+     LIMIT $1
+), done_with_window AS MATERIALIZED (
+    SELECT count(*) < $1 AS yes FROM rest
+), next AS MATERIALIZED (
+    -- The next window (s_hi, this statement's snapshot], in the same two
+    -- parts; what this statement sees is in its snapshot.
+    SELECT * FROM (
+        (SELECT e.id, e.tx, e.envelope, e.attempts, e.lease_expiries, e.event_type,
+                   e.aggregate_type, e.aggregate_id, e.tenant_id, e.data_subject
+           FROM /*schema*/events AS e
+          WHERE (SELECT yes FROM done_with_window) AND e.published_at IS NULL AND e.next_attempt_at <= e.created_at AND e.status = 'pending'
+            AND e.tx = ANY ((SELECT hi_xip FROM cur)::xid8[])
+          ORDER BY e.tx, e.id
+          LIMIT $1)
+        UNION ALL
+        (SELECT e.id, e.tx, e.envelope, e.attempts, e.lease_expiries, e.event_type,
+                   e.aggregate_type, e.aggregate_id, e.tenant_id, e.data_subject
+           FROM /*schema*/events AS e
+          WHERE (SELECT yes FROM done_with_window) AND e.published_at IS NULL AND e.next_attempt_at <= e.created_at AND e.status = 'pending'
+            AND e.tx >= pg_snapshot_xmax((SELECT s_hi FROM cur))
+          ORDER BY e.tx, e.id
+          LIMIT $1)
+    ) AS n
+     ORDER BY n.tx, n.id
+     LIMIT $1 - (SELECT count(*) FROM rest)
+), taken AS MATERIALIZED (
+    SELECT 0 AS part, * FROM rest UNION ALL SELECT 1 AS part, * FROM next
+), last AS MATERIALIZED (
+    -- Where the batch stopped: in the window just begun when the old one
+    -- was done, else in the old one.
+    SELECT tx, id FROM taken WHERE part = (SELECT yes FROM done_with_window)::integer
+     ORDER BY tx DESC, id DESC LIMIT 1
+), moved AS (
+    -- A window just begun with nothing taken from it yet starts before its
+    -- first row: (xmin - 1, the greatest uuid) sorts before every tx >= xmin.
+    UPDATE /*schema*/relay_cursor AS c
+       SET s_lo = CASE WHEN w.yes THEN cur.s_hi ELSE c.s_lo END,
+           s_hi = CASE WHEN w.yes THEN cur.s_now ELSE c.s_hi END,
+           pos_tx = coalesce((SELECT tx FROM last),
+                             (pg_snapshot_xmin(cur.s_hi)::text::bigint - 1)::text::xid8),
+           pos_id = coalesce((SELECT id FROM last), 'ffffffff-ffff-ffff-ffff-ffffffffffff'::uuid)
+      FROM cur, done_with_window AS w
+), claim AS (
+    INSERT INTO /*schema*/relay_claims (token, holder, ids, expires_at)
+    SELECT gen_random_uuid(), $3, array_agg(id), now() + make_interval(secs => $2)
+      FROM taken
+    HAVING count(*) > 0
+    RETURNING token
+)
+SELECT t.id, t.envelope::text AS envelope, t.attempts, (SELECT token FROM claim) AS lease_token,
+       false AS quarantined, t.lease_expiries, false AS taken_over, t.event_type,
+       t.aggregate_type, t.aggregate_id::text AS aggregate_id, t.tenant_id, t.data_subject
+  FROM taken AS t
+ ORDER BY t.part, t.tx, t.id

@@ -1,0 +1,103 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * store_window_pg.c - the window claim (claim_window.sql): fresh rows
+ * claimed by commit window with no write to them.
+ *
+ * The claim is a transaction of four statements sent in one round trip:
+ * lock the schema's cursor row, give back the rows of claims that ran out,
+ * claim, commit. The cursor lock puts claims in a queue, and each
+ * statement after it takes its snapshot once the lock is held, so every
+ * claim starts where the one before it stopped.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <libpq-fe.h>
+
+#include "common/error.h"
+#include "common/error_pg.h"
+#include "store_int.h"
+
+#include "common/banned.h" /* last: poisons unsafe functions */
+
+enum { STEP_BEGIN, STEP_CURSOR, STEP_TAKEOVER, STEP_CLAIM, STEP_COMMIT, STEPS };
+
+/* The first step that failed, or -1 when all did what they should. */
+static int
+failed_step(PGresult *const *res)
+{
+    static const ExecStatusType expected[STEPS] = {PGRES_COMMAND_OK, PGRES_COMMAND_OK,
+                                                   PGRES_TUPLES_OK, PGRES_TUPLES_OK,
+                                                   PGRES_COMMAND_OK};
+
+    for (int i = 0; i < STEPS; i++) {
+        if (PQresultStatus(res[i]) != expected[i]) {
+            return i;
+        }
+    }
+    return -1;
+}
+
+/* The server forgot a prepared statement (a pooler's DISCARD ALL) or its plan went stale. */
+static int
+statement_lost(const outbox_error *err)
+{
+    return strcmp(err->sqlstate, "26000") == 0 || strcmp(err->sqlstate, "0A000") == 0;
+}
+
+static outbox_status claim_once(struct obx_store *store, int limit, int claim_seconds,
+                                struct obx_lease *out, outbox_error *err);
+
+outbox_status
+obx_store_claim_window(struct obx_store *store, int limit, int claim_seconds,
+                       struct obx_lease *out, outbox_error *err)
+{
+    outbox_status status = claim_once(store, limit, claim_seconds, out, err);
+
+    /* Prepared anew (obx_pg_session_pipeline forgot it), the claim runs once more. */
+    if (status == OUTBOX_EDB && statement_lost(err)) {
+        obx_error_reset(err);
+        status = claim_once(store, limit, claim_seconds, out, err);
+    }
+    return status;
+}
+
+static outbox_status
+claim_once(struct obx_store *store, int limit, int claim_seconds, struct obx_lease *out,
+           outbox_error *err)
+{
+    char limit_text[16], seconds_text[16];
+    const char *params[] = {limit_text, seconds_text, store->holder};
+    const struct obx_pg_step steps[STEPS] = {
+        [STEP_BEGIN] = {.text = "BEGIN"},
+        [STEP_CURSOR] = {.which = OBX_STORE_CLAIM_CURSOR},
+        [STEP_TAKEOVER] = {.which = OBX_STORE_CLAIM_TAKEOVER},
+        [STEP_CLAIM] = {.which = OBX_STORE_CLAIM_WINDOW, .params = params, .nparams = 3},
+        [STEP_COMMIT] = {.text = "COMMIT"},
+    };
+    PGresult *res[STEPS];
+    outbox_status status;
+    int failed;
+
+    snprintf(limit_text, sizeof(limit_text), "%d", limit);
+    snprintf(seconds_text, sizeof(seconds_text), "%d", claim_seconds);
+    status = obx_pg_session_pipeline(&store->pg, steps, STEPS, res, err);
+    failed = status == OUTBOX_OK ? failed_step(res) : -1;
+    if (status == OUTBOX_OK && failed >= 0) {
+        status = obx_fail_pg(err, store->pg.conn, res[failed], "claim a window batch");
+        /* A failed step leaves the transaction open and aborted: end it, or the
+         * session's next statement fails too. A connection that cannot is
+         * reported lost by that statement. */
+        PQclear(PQexec(store->pg.conn, "ROLLBACK"));
+    }
+    if (status == OUTBOX_OK) {
+        out->taken_over = (int)strtol(PQgetvalue(res[STEP_TAKEOVER], 0, 0), NULL, 10);
+        obx_store_lease_take(out, res[STEP_CLAIM]);
+        res[STEP_CLAIM] = NULL; /* the lease owns it now */
+    }
+    for (int i = 0; i < STEPS; i++) {
+        PQclear(res[i]);
+    }
+    return status;
+}

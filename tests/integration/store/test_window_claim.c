@@ -1,0 +1,230 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_window_claim.c - the window claim against a real PostgreSQL: fresh
+ * rows are claimed with no write to them, disjointly, in the window of
+ * their commit (a row committed late with an older transaction id or time
+ * is still claimed), and a claim that runs out gives its rows back charged
+ * one lease expiry, fences its holder's finish, and after repeated deaths
+ * sends its rows to the dead letters.
+ */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "store/store.h"
+#include "store_helpers.h"
+
+static PGconn *conn;
+static struct obx_store *store;
+
+static void
+setup(void)
+{
+    conn = harness_pg_connect_fresh();
+    store = helper_store_open("window-test");
+}
+
+static void
+teardown(void)
+{
+    helper_store_suite_end(&conn, &store);
+}
+
+TestSuite(window_claim, .init = setup, .fini = teardown, .timeout = 60);
+
+/* 1 if `id` is one of the lease's rows. */
+static int
+lease_has(const struct obx_lease *lease, const char *id)
+{
+    for (size_t i = 0; i < lease->count; i++) {
+        if (strcmp(obx_lease_id(lease, i), id) == 0) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Leases with max_lease_expiries `max`. */
+static void
+lease_max(struct obx_store *s, int limit, int max, struct obx_lease *lease)
+{
+    outbox_error err;
+    outbox_status status = obx_store_lease(s, limit, 60, max, lease, &err);
+
+    cr_assert_eq(status, OUTBOX_OK, "obx_store_lease: %s", err.message);
+}
+
+/* Makes every window claim run out now, as if its holder had died. */
+static void
+expire_claims(void)
+{
+    harness_exec(conn, "UPDATE outbox.relay_claims SET expires_at = now() - interval '1 second'");
+}
+
+Test(window_claim, claims_fresh_rows_disjointly_and_writes_nothing_to_them)
+{
+    struct obx_store *other = helper_store_open("window-test-2");
+    struct obx_lease a, b, c;
+    char *before, *after;
+
+    helper_enqueue(conn, 7);
+    /* Each row's xmin is the transaction that last wrote it: unchanged means unwritten. */
+    before = harness_scalar_text(conn, "SELECT string_agg(xmin::text, ',' ORDER BY id) "
+                                       "FROM outbox.events");
+    helper_lease(store, 4, 60, &a);
+    helper_lease(other, 4, 60, &b);
+    helper_lease(store, 4, 60, &c);
+    cr_assert_eq(a.count, 4, "the first claim takes the limit");
+    cr_assert_eq(b.count, 3, "the second takes the rest");
+    cr_assert_eq(c.count, 0, "claimed rows are not claimed again");
+    for (size_t i = 0; i < b.count; i++) {
+        cr_assert_not(lease_has(&a, obx_lease_id(&b, i)), "claims are disjoint");
+    }
+    after = harness_scalar_text(conn, "SELECT string_agg(xmin::text, ',' ORDER BY id) "
+                                      "FROM outbox.events");
+    cr_assert_str_eq(before, after, "a window claim writes nothing to its rows");
+    cr_assert_eq(helper_count(conn, "status = 'pending' AND lease_token IS NULL"), 7);
+    cr_assert_eq(harness_scalar_ll(conn, "SELECT count(*) FROM outbox.relay_claims"), 2,
+                 "one claim row per batch, committed before the call returned");
+    free(before);
+    free(after);
+    obx_lease_fini(&a);
+    obx_lease_fini(&b);
+    obx_lease_fini(&c);
+    obx_store_close(other);
+}
+
+Test(window_claim, a_row_committed_late_with_an_older_id_and_transaction_is_claimed)
+{
+    PGconn *late = helper_connect();
+    struct obx_lease first, second, third;
+    char *late_id;
+
+    /* The late transaction starts first: its row has the older time, id and tx. */
+    harness_exec(late, "BEGIN");
+    late_id = harness_scalar_text(late, "SELECT outbox.enqueue('movie', gen_random_uuid(), "
+                                        "'review.logged', '{\"n\":1}')::text");
+    helper_enqueue(conn, 3);
+    helper_lease(store, 100, 60, &first);
+    cr_assert_eq(first.count, 3, "only the committed rows");
+    harness_exec(late, "COMMIT");
+    helper_enqueue(conn, 2);
+    helper_lease(store, 100, 60, &second);
+    helper_lease(store, 100, 60, &third);
+    cr_assert_eq(second.count + third.count, 3, "the late row and the two after it");
+    cr_assert(lease_has(&second, late_id) || lease_has(&third, late_id),
+              "the row committed after younger ones is claimed in its commit's window");
+    cr_assert_not(lease_has(&first, late_id));
+    free(late_id);
+    obx_lease_fini(&first);
+    obx_lease_fini(&second);
+    obx_lease_fini(&third);
+    PQfinish(late);
+}
+
+Test(window_claim, a_published_claim_costs_one_write_per_row)
+{
+    struct obx_lease lease;
+    struct obx_finish_options opts = helper_finish_options(OBX_FINISH_PRUNE, 5);
+    struct obx_finish_counts counts;
+
+    helper_enqueue(conn, 5);
+    helper_lease(store, 100, 60, &lease);
+    counts = helper_finish_all(store, &lease, OBX_ROW_DONE, NULL, &opts);
+    cr_assert_eq(counts.done, 5);
+    cr_assert_eq(counts.lost, 0);
+    cr_assert_eq(helper_count(conn, "true"), 0, "prune mode deletes them");
+    cr_assert_eq(harness_scalar_ll(conn, "SELECT count(*) FROM outbox.relay_claims"), 0,
+                 "the finish deletes its claim row");
+    obx_lease_fini(&lease);
+}
+
+Test(window_claim, a_retried_row_leaves_the_windows_for_the_row_lease)
+{
+    struct obx_lease lease, again;
+    struct obx_finish_options opts = helper_finish_options(OBX_FINISH_PRUNE, 5);
+    struct obx_finish_counts counts;
+
+    opts.backoff_base_ms = 1; /* due again almost at once */
+    helper_enqueue(conn, 2);
+    helper_lease(store, 100, 60, &lease);
+    counts = helper_finish_all(store, &lease, OBX_ROW_RETRY, "nak", &opts);
+    cr_assert_eq(counts.retried, 2);
+    cr_assert_eq(helper_count(conn, "next_attempt_at > created_at AND attempts = 1"), 2,
+                 "a retry moves the row out of the windows");
+    harness_exec(conn, "SELECT pg_sleep(0.05)");
+    helper_lease(store, 100, 60, &again);
+    cr_assert_eq(again.count, 2, "the row lease takes them when due");
+    cr_assert_eq(helper_count(conn, "status = 'leased'"), 2, "as a row lease, written");
+    obx_lease_fini(&lease);
+    obx_lease_fini(&again);
+}
+
+Test(window_claim, a_claim_run_out_gives_its_rows_back_and_fences_its_holder)
+{
+    struct obx_store *zombie = helper_store_open("window-test-zombie");
+    struct obx_lease held, taken;
+    struct obx_finish_options opts = helper_finish_options(OBX_FINISH_PRUNE, 5);
+    struct obx_finish_counts counts;
+
+    helper_enqueue(conn, 3);
+    helper_lease(zombie, 100, 60, &held);
+    cr_assert_eq(held.count, 3);
+    expire_claims();
+    helper_lease(store, 100, 60, &taken);
+    cr_assert_eq(taken.count, 3, "the next lease takes the rows back");
+    cr_assert_eq(taken.taken_over, 3, "and counts them taken over");
+    cr_assert_eq(helper_count(conn, "status = 'leased' AND lease_expiries = 1"), 3,
+                 "each charged one lease expiry, now under a row lease");
+    /* The holder wakes and finishes: its claim is gone, so nothing changes. */
+    counts = helper_finish_all(zombie, &held, OBX_ROW_DONE, NULL, &opts);
+    cr_assert_eq(counts.done, 0);
+    cr_assert_eq(counts.lost, 3, "the stalled holder's finish counts its rows lost");
+    cr_assert_eq(helper_count(conn, "true"), 3, "and deletes none of them");
+    counts = helper_finish_all(store, &taken, OBX_ROW_DONE, NULL, &opts);
+    cr_assert_eq(counts.done, 3, "the new holder's finish publishes them");
+    obx_lease_fini(&held);
+    obx_lease_fini(&taken);
+    obx_store_close(zombie);
+}
+
+Test(window_claim, a_row_whose_claims_keep_dying_goes_to_the_dead_letters)
+{
+    struct obx_lease lease;
+
+    helper_enqueue(conn, 1);
+    /* max_lease_expiries 2: a window claim that dies (1), then a row lease that dies (2). */
+    lease_max(store, 100, 2, &lease);
+    cr_assert_eq(lease.count, 1);
+    obx_lease_fini(&lease);
+    expire_claims();
+    lease_max(store, 100, 2, &lease);
+    cr_assert_eq(lease.count, 1, "given back and leased again by row");
+    obx_lease_fini(&lease);
+    harness_exec(conn, "UPDATE outbox.events SET leased_until = now() - interval '1 second'");
+    lease_max(store, 100, 2, &lease);
+    cr_assert_eq(lease.count, 0);
+    cr_assert_eq(lease.quarantined, 1, "the second death quarantines it");
+    cr_assert_eq(helper_count(conn, "status = 'dead' AND lease_expiries = 2"), 1);
+    cr_assert_eq(harness_scalar_ll(conn, "SELECT count(*) FROM outbox.dead_letters "
+                                         "WHERE reason = 'lease_expired_without_outcome'"),
+                 1);
+    obx_lease_fini(&lease);
+}
+
+Test(window_claim, a_cursor_lost_in_a_crash_starts_over_and_loses_nothing)
+{
+    struct obx_lease first, again;
+
+    helper_enqueue(conn, 4);
+    helper_lease(store, 2, 60, &first);
+    cr_assert_eq(first.count, 2);
+    /* A crash empties the unlogged tables: no cursor, no claims. */
+    harness_exec(conn, "TRUNCATE outbox.relay_cursor, outbox.relay_claims");
+    helper_lease(store, 100, 60, &again);
+    cr_assert_eq(again.count, 4, "every waiting row, those in flight included (sent again)");
+    obx_lease_fini(&first);
+    obx_lease_fini(&again);
+}
