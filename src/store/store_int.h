@@ -30,11 +30,11 @@ enum obx_store_sql {
 };
 
 struct obx_store {
-    struct obx_pg_session pg; /* the connection and the statements of enum obx_store_sql */
-    char *schema;             /* owned, unquoted: the wake-up channel is derived from it */
-    int listening;            /* LISTEN was asked for: repeated after a reconnect */
-    char *holder;             /* owned: the application_name a window claim records */
-    int row_leases_only;      /* the bench's comparison: no window claims */
+    struct obx_pg_session pg;   /* the connection and the statements of enum obx_store_sql */
+    char *schema;               /* owned, unquoted: the wake-up channel is derived from it */
+    int listening;              /* LISTEN was asked for: repeated after a reconnect */
+    char *holder;               /* owned: the application_name a window claim records */
+    int row_leases_only;        /* the bench's comparison: no window claims */
     long long row_lease_due_ms; /* monotonic time the row lease goes first again */
 };
 

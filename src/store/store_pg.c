@@ -114,15 +114,14 @@ obx_store_lease(struct obx_store *store, int limit, int lease_seconds, int max_l
     }
     status = obx_pg_session_require(&store->pg, err);
     if (status != OUTBOX_OK || store->row_leases_only) {
-        return status != OUTBOX_OK
-                   ? status
-                   : lease_rows(store, OBX_STORE_LEASE_ALL, limit, lease_seconds,
-                                max_lease_expiries, out, err);
+        return status != OUTBOX_OK ? status
+                                   : lease_rows(store, OBX_STORE_LEASE_ALL, limit, lease_seconds,
+                                                max_lease_expiries, out, err);
     }
     if (obx_monotonic_ms() >= store->row_lease_due_ms) {
         store->row_lease_due_ms = obx_monotonic_ms() + ROW_LEASE_TURN_MS;
-        status = lease_rows(store, OBX_STORE_LEASE, limit, lease_seconds, max_lease_expiries, out,
-                            err);
+        status =
+            lease_rows(store, OBX_STORE_LEASE, limit, lease_seconds, max_lease_expiries, out, err);
         if (status != OUTBOX_OK || out->count > 0 || out->quarantined > 0) {
             return status;
         }
@@ -136,8 +135,7 @@ obx_store_lease(struct obx_store *store, int limit, int lease_seconds, int max_l
     taken_over = out->taken_over;
     obx_lease_fini(out);
     store->row_lease_due_ms = obx_monotonic_ms() + ROW_LEASE_TURN_MS;
-    status = lease_rows(store, OBX_STORE_LEASE, limit, lease_seconds, max_lease_expiries, out,
-                            err);
+    status = lease_rows(store, OBX_STORE_LEASE, limit, lease_seconds, max_lease_expiries, out, err);
     out->taken_over += taken_over;
     return status;
 }

@@ -124,10 +124,9 @@ obx_store_health_plan(struct obx_store *store, int analyze, char **json, outbox_
      * statements are rendered with it): [a-z_][a-z0-9_]*, nothing to escape in a literal. */
     obx_buf_init(&args);
     obx_buf_appendf(&args, "('%s')", store->schema);
-    status = obx_buf_failed(&args)
-                 ? obx_fail(err, OUTBOX_ENOMEM, "health plan: out of memory")
-                 : plan(store, OBX_STORE_SQL_COUNT, OBX_STORE_HEALTH, 1, args.data, analyze, json,
-                          err);
+    status = obx_buf_failed(&args) ? obx_fail(err, OUTBOX_ENOMEM, "health plan: out of memory")
+                                   : plan(store, OBX_STORE_SQL_COUNT, OBX_STORE_HEALTH, 1,
+                                          args.data, analyze, json, err);
     obx_buf_fini(&args);
     return status;
 }
@@ -163,6 +162,5 @@ obx_store_claim_plan(struct obx_store *store, int limit, int analyze, char **jso
     }
     /* Limit, claim seconds, holder; under the cursor lock, as the claim runs. */
     snprintf(args, sizeof(args), "(%d, 60, 'plan')", limit);
-    return plan(store, OBX_STORE_CLAIM_CURSOR, OBX_STORE_CLAIM_WINDOW, 3, args, analyze, json,
-                err);
+    return plan(store, OBX_STORE_CLAIM_CURSOR, OBX_STORE_CLAIM_WINDOW, 3, args, analyze, json, err);
 }

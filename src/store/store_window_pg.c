@@ -27,9 +27,8 @@ enum { STEP_BEGIN, STEP_CURSOR, STEP_TAKEOVER, STEP_CLAIM, STEP_COMMIT, STEPS };
 static int
 failed_step(PGresult *const *res)
 {
-    static const ExecStatusType expected[STEPS] = {PGRES_COMMAND_OK, PGRES_COMMAND_OK,
-                                                   PGRES_TUPLES_OK, PGRES_TUPLES_OK,
-                                                   PGRES_COMMAND_OK};
+    static const ExecStatusType expected[STEPS] = {
+        PGRES_COMMAND_OK, PGRES_COMMAND_OK, PGRES_TUPLES_OK, PGRES_TUPLES_OK, PGRES_COMMAND_OK};
 
     for (int i = 0; i < STEPS; i++) {
         if (PQresultStatus(res[i]) != expected[i]) {
@@ -50,8 +49,8 @@ static outbox_status claim_once(struct obx_store *store, int limit, int claim_se
                                 struct obx_lease *out, outbox_error *err);
 
 outbox_status
-obx_store_claim_window(struct obx_store *store, int limit, int claim_seconds,
-                       struct obx_lease *out, outbox_error *err)
+obx_store_claim_window(struct obx_store *store, int limit, int claim_seconds, struct obx_lease *out,
+                       outbox_error *err)
 {
     outbox_status status = claim_once(store, limit, claim_seconds, out, err);
 

@@ -10,6 +10,7 @@
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "harness.h"
 #include "store/store.h"
@@ -85,6 +86,18 @@ helper_lease(struct obx_store *store, int limit, int lease_seconds, struct obx_l
 
     cr_assert_eq(status, OUTBOX_OK, "obx_store_lease: %s: %s", outbox_status_name(status),
                  err.message);
+}
+
+/* 1 if `id` is one of the lease's rows. */
+static inline int
+helper_lease_has(const struct obx_lease *lease, const char *id)
+{
+    for (size_t i = 0; i < lease->count; i++) {
+        if (strcmp(obx_lease_id(lease, i), id) == 0) {
+            return 1;
+        }
+    }
+    return 0;
 }
 
 /* Finish options with a 1 s backoff base, so tests read delays in seconds. */

@@ -239,8 +239,7 @@ scan_buffers(void)
     json_t *doc, *scan;
     long long blocks;
 
-    cr_assert_eq(obx_store_claim_plan(store, LIMIT, 1, &text, &err), OUTBOX_OK, "%s",
-                 err.message);
+    cr_assert_eq(obx_store_claim_plan(store, LIMIT, 1, &text, &err), OUTBOX_OK, "%s", err.message);
     doc = json_loads(text, 0, &jerr);
     cr_assert(doc != NULL, "EXPLAIN JSON does not parse: %s", jerr.text);
     /* Both parts of the window's scan: a node's buffers include its children's. */
@@ -332,8 +331,9 @@ expect_bounded_health(const char *state, long long max_rows)
 static void
 expect_window_scan(const char *state, int analyze, long long stepped_over)
 {
-    static const char *const banned[] = {"Seq Scan", "Bitmap Heap Scan", "Bitmap Index Scan",
-                                         "Sort", "Incremental Sort", "Hash Join", "Merge Join"};
+    static const char *const banned[] = {"Seq Scan",  "Bitmap Heap Scan", "Bitmap Index Scan",
+                                         "Sort",      "Incremental Sort", "Hash Join",
+                                         "Merge Join"};
     static const char *const parts[] = {"CTE rest", "CTE next"};
     outbox_error err;
     json_error_t jerr;
@@ -368,8 +368,7 @@ expect_window_scan(const char *state, int analyze, long long stepped_over)
                   "%s: %s reads the index from its start: %s", state, parts[p], text);
         if (analyze && p == 0) {
             long long out = json_integer_value(json_object_get(scan, "Actual Rows"));
-            long long skipped =
-                json_integer_value(json_object_get(scan, "Rows Removed by Filter"));
+            long long skipped = json_integer_value(json_object_get(scan, "Rows Removed by Filter"));
 
             cr_assert(out <= LIMIT, "%s: the window scan returned %lld rows for a batch of %d: %s",
                       state, out, LIMIT, text);

@@ -32,18 +32,6 @@ teardown(void)
 
 TestSuite(store, .init = setup, .fini = teardown, .timeout = 60);
 
-/* 1 if `id` is one of the lease's rows. */
-static int
-lease_has(const struct obx_lease *lease, const char *id)
-{
-    for (size_t i = 0; i < lease->count; i++) {
-        if (strcmp(obx_lease_id(lease, i), id) == 0) {
-            return 1;
-        }
-    }
-    return 0;
-}
-
 Test(store, leases_at_most_limit_rows_and_only_due_ones)
 {
     struct obx_lease first, second, third;
@@ -75,7 +63,7 @@ Test(store, leases_at_most_limit_rows_and_only_due_ones)
         hit = harness_scalar_text(conn, sql);
         cr_assert_str_eq(hit, "0", "row %s is not due but was leased", obx_lease_id(&second, i));
         free(hit);
-        cr_assert_not(lease_has(&first, obx_lease_id(&second, i)));
+        cr_assert_not(helper_lease_has(&first, obx_lease_id(&second, i)));
     }
     obx_lease_fini(&first);
     obx_lease_fini(&second);

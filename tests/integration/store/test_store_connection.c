@@ -161,9 +161,8 @@ Test(store_connection, a_prepared_statement_the_server_forgot_is_prepared_again)
     harness_exec(store->pg.conn, "DISCARD ALL");
     helper_enqueue(conn, 3);
     cr_assert_eq(lease_ok(store, "after DISCARD ALL"), 3);
-    cr_assert_eq(harness_scalar_ll(store->pg.conn,
-                                   "SELECT count(*) FROM pg_prepared_statements "
-                                   "WHERE statement LIKE '-- claim_window:%'"),
+    cr_assert_eq(harness_scalar_ll(store->pg.conn, "SELECT count(*) FROM pg_prepared_statements "
+                                                   "WHERE statement LIKE '-- claim_window:%'"),
                  1, "the claim is prepared again, once");
     obx_store_close(store);
 }

@@ -256,7 +256,8 @@ Test(store_race, five_lease_expiries_quarantine_the_row_as_dead_with_a_dead_lett
         /* The relay that held it crashed: its lease runs out (moved, not waited for). */
         harness_exec(conn, "UPDATE outbox.events SET leased_until = now() - interval '1 second' "
                            "WHERE status = 'leased'");
-        harness_exec(conn, "UPDATE outbox.relay_claims SET expires_at = now() - interval '1 second'");
+        harness_exec(conn,
+                     "UPDATE outbox.relay_claims SET expires_at = now() - interval '1 second'");
     }
     cr_assert_eq(helper_count(conn, "status = 'dead' AND lease_expiries = 5 AND attempts = 0 "
                                     "AND lease_token IS NULL "

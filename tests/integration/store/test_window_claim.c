@@ -34,18 +34,6 @@ teardown(void)
 
 TestSuite(window_claim, .init = setup, .fini = teardown, .timeout = 60);
 
-/* 1 if `id` is one of the lease's rows. */
-static int
-lease_has(const struct obx_lease *lease, const char *id)
-{
-    for (size_t i = 0; i < lease->count; i++) {
-        if (strcmp(obx_lease_id(lease, i), id) == 0) {
-            return 1;
-        }
-    }
-    return 0;
-}
-
 /* Leases with max_lease_expiries `max`. */
 static void
 lease_max(struct obx_store *s, int limit, int max, struct obx_lease *lease)
@@ -80,7 +68,7 @@ Test(window_claim, claims_fresh_rows_disjointly_and_writes_nothing_to_them)
     cr_assert_eq(b.count, 3, "the second takes the rest");
     cr_assert_eq(c.count, 0, "claimed rows are not claimed again");
     for (size_t i = 0; i < b.count; i++) {
-        cr_assert_not(lease_has(&a, obx_lease_id(&b, i)), "claims are disjoint");
+        cr_assert_not(helper_lease_has(&a, obx_lease_id(&b, i)), "claims are disjoint");
     }
     after = harness_scalar_text(conn, "SELECT string_agg(xmin::text, ',' ORDER BY id) "
                                       "FROM outbox.events");
@@ -114,9 +102,9 @@ Test(window_claim, a_row_committed_late_with_an_older_id_and_transaction_is_clai
     helper_lease(store, 100, 60, &second);
     helper_lease(store, 100, 60, &third);
     cr_assert_eq(second.count + third.count, 3, "the late row and the two after it");
-    cr_assert(lease_has(&second, late_id) || lease_has(&third, late_id),
+    cr_assert(helper_lease_has(&second, late_id) || helper_lease_has(&third, late_id),
               "the row committed after younger ones is claimed in its commit's window");
-    cr_assert_not(lease_has(&first, late_id));
+    cr_assert_not(helper_lease_has(&first, late_id));
     free(late_id);
     obx_lease_fini(&first);
     obx_lease_fini(&second);
