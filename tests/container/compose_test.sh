@@ -150,8 +150,11 @@ write 1500
 wait_for 60 "relay-2 to publish 300 rows" sh -c "[ \$(podman exec $(name_of postgres) psql -X -t -A \
   -U outbox -d outbox -c \"SELECT count(*) FROM outbox.events WHERE status = 'done'\") -ge 300 ]"
 podman kill -s KILL "$(name_of relay-2)" >/dev/null
-held=$(psql_c -c "SELECT count(*) FROM outbox.events WHERE status = 'leased'")
-log "relay-2 SIGKILLed holding $held leased rows"
+# Held: its window claims' rows (relay_claims; relay-2 works alone), or rows it
+# leased one by one (rows that came back).
+held=$(psql_c -c "SELECT (SELECT count(*) FROM outbox.events WHERE status = 'leased')
+  + (SELECT coalesce(sum(cardinality(ids)), 0) FROM outbox.relay_claims)")
+log "relay-2 SIGKILLed holding $held claimed or leased rows"
 [ "$held" -gt 0 ] || fail "the kill landed between two leases; nothing to take over"
 podman start "$(name_of relay)" "$(name_of relay-3)" >/dev/null 2>&1
 write 500
