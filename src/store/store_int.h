@@ -38,15 +38,6 @@ struct obx_store {
     long long row_lease_due_ms; /* monotonic time the row lease goes first again */
 };
 
-/* Takes a lease statement's result (lease_batch.sql's columns) into `out`. */
-void obx_store_lease_take(struct obx_lease *out, PGresult *res);
-
-/*
- * Claims up to `limit` fresh rows by commit window (claim_window.sql), in
- * one transaction of one round trip, after giving back the rows of window
- * claims that ran out (counted in out->taken_over). An empty claim is OUTBOX_OK
- * with out->count 0.
- */
 outbox_status obx_store_claim_window(struct obx_store *store, int limit, int claim_seconds,
                                      struct obx_lease *out, outbox_error *err);
 

@@ -46,8 +46,8 @@ enum {
 #define RELEASE_DELAY_MAX_MS 315360000000LL
 
 /* Leased rows come first; the quarantined ones after them are only logged. */
-void
-obx_store_lease_take(struct obx_lease *out, PGresult *res)
+static void
+lease_take(struct obx_lease *out, PGresult *res)
 {
     int rows = PQntuples(res);
     int count = 0;
@@ -91,7 +91,7 @@ lease_rows(struct obx_store *store, enum obx_store_sql which, int limit, int lea
         PQclear(res);
         return status;
     }
-    obx_store_lease_take(out, res);
+    lease_take(out, res);
     return OUTBOX_OK;
 }
 
@@ -103,7 +103,8 @@ obx_store_lease(struct obx_store *store, int limit, int lease_seconds, int max_l
                 struct obx_lease *out, outbox_error *err)
 {
     outbox_status status;
-    int taken_over;
+    PGresult *res = NULL;
+    int taken_over = 0;
 
     obx_error_reset(err);
     memset(out, 0, sizeof(*out)); /* left empty on failure: obx_lease_fini() is always safe */
@@ -127,12 +128,16 @@ obx_store_lease(struct obx_store *store, int limit, int lease_seconds, int max_l
         }
         obx_lease_fini(out);
     }
-    status = obx_store_claim_window(store, limit, lease_seconds, out, err);
-    if (status != OUTBOX_OK || out->count > 0) {
+    status = obx_store_claim_window(store, limit, lease_seconds, &res, &taken_over, err);
+    if (status != OUTBOX_OK) {
         return status;
     }
+    lease_take(out, res);
+    out->taken_over += taken_over;
+    if (out->count > 0) {
+        return OUTBOX_OK;
+    }
     /* Nothing fresh: the rows that came back, if any are due. */
-    taken_over = out->taken_over;
     obx_lease_fini(out);
     store->row_lease_due_ms = obx_monotonic_ms() + ROW_LEASE_TURN_MS;
     status = lease_rows(store, OBX_STORE_LEASE, limit, lease_seconds, max_lease_expiries, out, err);

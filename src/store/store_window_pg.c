@@ -46,7 +46,7 @@ statement_lost(const outbox_error *err)
 }
 
 static outbox_status claim_once(struct obx_store *store, int limit, int claim_seconds,
-                                struct obx_lease *out, outbox_error *err);
+                                PGresult **rows, int *given_back, outbox_error *err);
 
 outbox_status
 obx_store_claim_window(struct obx_store *store, int limit, int claim_seconds, struct obx_lease *out,
@@ -57,13 +57,13 @@ obx_store_claim_window(struct obx_store *store, int limit, int claim_seconds, st
     /* Prepared anew (obx_pg_session_pipeline forgot it), the claim runs once more. */
     if (status == OUTBOX_EDB && statement_lost(err)) {
         obx_error_reset(err);
-        status = claim_once(store, limit, claim_seconds, out, err);
+        status = claim_once(store, limit, claim_seconds, rows, given_back, err);
     }
     return status;
 }
 
 static outbox_status
-claim_once(struct obx_store *store, int limit, int claim_seconds, struct obx_lease *out,
+claim_once(struct obx_store *store, int limit, int claim_seconds, PGresult **rows, int *given_back,
            outbox_error *err)
 {
     char limit_text[16], seconds_text[16];
@@ -91,9 +91,9 @@ claim_once(struct obx_store *store, int limit, int claim_seconds, struct obx_lea
         PQclear(PQexec(store->pg.conn, "ROLLBACK"));
     }
     if (status == OUTBOX_OK) {
-        out->taken_over = (int)strtol(PQgetvalue(res[STEP_TAKEOVER], 0, 0), NULL, 10);
-        obx_store_lease_take(out, res[STEP_CLAIM]);
-        res[STEP_CLAIM] = NULL; /* the lease owns it now */
+        *given_back = (int)strtol(PQgetvalue(res[STEP_TAKEOVER], 0, 0), NULL, 10);
+        *rows = res[STEP_CLAIM];
+        res[STEP_CLAIM] = NULL; /* the caller's now */
     }
     for (int i = 0; i < STEPS; i++) {
         PQclear(res[i]);
