@@ -38,7 +38,14 @@ struct obx_store {
     long long row_lease_due_ms; /* monotonic time the row lease goes first again */
 };
 
+/*
+ * Claims up to `limit` fresh rows by commit window (claim_window.sql), in
+ * one transaction of one round trip, after giving back the rows of window
+ * claims that ran out (`*given_back` of them). On OUTBOX_OK `*rows` is the
+ * claim's result in lease_batch.sql's columns (no rows: nothing fresh),
+ * for the caller to take and PQclear().
+ */
 outbox_status obx_store_claim_window(struct obx_store *store, int limit, int claim_seconds,
-                                     struct obx_lease *out, outbox_error *err);
+                                     PGresult **rows, int *given_back, outbox_error *err);
 
 #endif
