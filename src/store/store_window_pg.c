@@ -49,10 +49,10 @@ static outbox_status claim_once(struct obx_store *store, int limit, int claim_se
                                 PGresult **rows, int *given_back, outbox_error *err);
 
 outbox_status
-obx_store_claim_window(struct obx_store *store, int limit, int claim_seconds, struct obx_lease *out,
-                       outbox_error *err)
+obx_store_claim_window(struct obx_store *store, int limit, int claim_seconds, PGresult **rows,
+                       int *given_back, outbox_error *err)
 {
-    outbox_status status = claim_once(store, limit, claim_seconds, out, err);
+    outbox_status status = claim_once(store, limit, claim_seconds, rows, given_back, err);
 
     /* Prepared anew (obx_pg_session_pipeline forgot it), the claim runs once more. */
     if (status == OUTBOX_EDB && statement_lost(err)) {
