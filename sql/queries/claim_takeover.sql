@@ -6,7 +6,12 @@
 -- expiries, leases a suspect alone and quarantines at the limit, as for a
 -- leased row whose lease ran out. The claim row goes in the same
 -- statement, so its holder's finish, if it wakes, finds no claim and
--- changes nothing. Returns the number of rows given back.
+-- changes nothing. Returns the number of rows given back, and whether the
+-- row lease (lease_batch.sql) has rows due: those, or any that came back
+-- before. A relay whose window is empty leases rows only when it has,
+-- so an idle wake-up costs one round trip, not two. The look is the
+-- row lease's own due range of events_retry_idx, in its own words: a few
+-- entries read, and none when nothing came back.
 WITH gone AS (
     DELETE FROM /*schema*/relay_claims WHERE expires_at < now() RETURNING ids
 ), given AS (
@@ -18,4 +23,12 @@ WITH gone AS (
        AND e.published_at IS NULL AND e.status = 'pending' AND e.next_attempt_at <= e.created_at
     RETURNING 1
 )
-SELECT count(*) AS given_back FROM given
+SELECT count(*) AS given_back,
+       count(*) > 0 OR EXISTS (
+           SELECT 1
+             FROM /*schema*/events
+            WHERE published_at IS NULL
+              AND (next_attempt_at > created_at OR tx IS NULL OR status <> 'pending')
+              AND next_attempt_at <= now()
+              AND (status = 'pending' OR (status = 'leased' AND leased_until < now()))) AS retries_due
+  FROM given

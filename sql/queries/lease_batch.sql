@@ -8,7 +8,8 @@
 -- was leased at). One scan of events_retry_idx finds both, oldest first;
 -- claimed by state, never by an id cursor. (outbox-bench's comparison with
 -- the claim before windows leases every due row: its copy of this
--- statement reads `true OR` at the marker, store_conn_pg.c.) The candidates are
+-- statement reads `true OR` at the marker, store_conn_pg.c, on a table
+-- given back that claim's events_due_idx, loader_pg.c.) The candidates are
 -- a MATERIALIZED CTE with its LIMIT, so the planner cannot re-run a locking
 -- subquery and the batch never exceeds $1 (the LIMIT-in-subquery trap).
 -- SKIP LOCKED gives replicas disjoint batches. The update is not HOT

@@ -7,13 +7,26 @@
 -- live rows fetched over scans (idx_tup_fetch) are the rows a lease read
 -- from the table: the rows it leased plus those it stepped over.
 SELECT
-    -- The first due row in the claim index's order, not min() over all due
-    -- rows: without statistics the planner aggregated the whole due range.
-    (SELECT extract(epoch FROM now() - next_attempt_at)::bigint
-       FROM /*schema*/events
-      WHERE published_at IS NULL AND status = 'pending' AND next_attempt_at <= now()
-      ORDER BY next_attempt_at
-      LIMIT 1)
+    -- The oldest due row: the older of the windows' head (fresh rows in
+    -- (tx, id) order, claimed ones included: they are due until published)
+    -- and the first due row that came back. Each is the first entry of an
+    -- ordered index scan, not min() over all due rows: without statistics
+    -- the planner aggregated the whole due range.
+    (SELECT extract(epoch FROM now() - min(d.due_at))::bigint
+       FROM ((SELECT next_attempt_at AS due_at
+                FROM /*schema*/events
+               WHERE published_at IS NULL AND next_attempt_at <= created_at
+                 AND status = 'pending'
+               ORDER BY tx, id
+               LIMIT 1)
+             UNION ALL
+             (SELECT next_attempt_at
+                FROM /*schema*/events
+               WHERE published_at IS NULL
+                 AND (next_attempt_at > created_at OR tx IS NULL OR status <> 'pending')
+                 AND status = 'pending' AND next_attempt_at <= now()
+               ORDER BY next_attempt_at
+               LIMIT 1)) AS d)
         AS oldest_due_s,
     -- Rows out for publishing: those of window claims (a few batches per
     -- relay, found by primary key) and row-leased ones. Row leases hold only

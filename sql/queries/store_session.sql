@@ -14,9 +14,10 @@
 -- table spends its first minute, and every minute between autovacuum naps,
 -- with statistics that are missing or wrong by orders of magnitude, and
 -- then the planner picks a bitmap scan of the whole claim index plus a
--- top-N sort (77 ms a lease, FACTS 14) where an ordered scan of
--- events_due_idx stops after the batch. Every statement of these sessions
--- finds its rows by an index (the claim by events_due_idx in due order,
+-- top-N sort (77 ms a lease, FACTS 14) where an ordered scan of the
+-- claim's index stops after the batch. Every statement of these sessions
+-- finds its rows by an index (the window claim by events_window_idx in
+-- (tx, id) order, the row lease by events_retry_idx in due order,
 -- finishes by the primary key, pruning by a primary-key range), so no
 -- sequential scan, bitmap scan or explicit sort is ever the better plan
 -- for them; `off` only makes such a plan the last resort. jit off: the

@@ -100,6 +100,9 @@ void obx_bench_write_batch(PGconn *conn, int count);
 /* Empties the outbox and writes `count` events. */
 void obx_bench_preload(PGconn *conn, long long count);
 
+/* Gives the outbox the two-write claim's due index (two_writes) or takes it away. */
+void obx_bench_claim_index(PGconn *conn, int two_writes);
+
 /* ---- PostgreSQL's CPU time, from /proc (pg_cpu.c) ---- */
 
 /* What the bench reads of a /proc/<pid>/stat line; times in clock ticks. */

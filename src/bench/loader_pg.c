@@ -71,6 +71,21 @@ obx_bench_preload(PGconn *conn, long long count)
     obx_bench_exec(conn, "VACUUM ANALYZE outbox.events");
 }
 
+/*
+ * The two-write claim's comparison runs on its own release's table: that
+ * claim found fresh rows through events_due_idx (dropped by migration
+ * 0011), and without it each lease would sort the whole outbox. Its mark
+ * mode's finish then pays the index too, as it did.
+ */
+void
+obx_bench_claim_index(PGconn *conn, int two_writes)
+{
+    obx_bench_exec(conn, two_writes ? "CREATE INDEX IF NOT EXISTS events_due_idx "
+                                      "ON outbox.events (next_attempt_at) "
+                                      "WHERE published_at IS NULL"
+                                    : "DROP INDEX IF EXISTS outbox.events_due_idx");
+}
+
 long long
 obx_bench_scalar(PGconn *conn, const char *sql)
 {

@@ -49,6 +49,7 @@ ensure_store(struct outbox_relay *relay)
         .conninfo = relay->w.cfg.database_url,
         .schema = relay->w.cfg.schema,
         .application_name = "outboxd-relay",
+        .holder = relay->w.name, /* which replica holds a claim, in relay_claims */
     };
     outbox_error err = {0};
     outbox_status st;

@@ -23,6 +23,7 @@ struct obx_store_options {
     const char *conninfo;         /* libpq URL or key=value string */
     const char *schema;           /* "outbox" */
     const char *application_name; /* shown in pg_stat_activity, e.g. "outboxd-relay" */
+    const char *holder;           /* names its window claims (OUTBOX_NAME); NULL: the above */
 };
 
 struct obx_store;
@@ -85,6 +86,9 @@ outbox_status obx_store_lease_plan(struct obx_store *store, int limit, int analy
 /* The same for the window claim (claim_window.sql), under the cursor's lock; always rolled back. */
 outbox_status obx_store_claim_plan(struct obx_store *store, int limit, int analyze, char **json,
                                    outbox_error *err);
+/* The same for the claim's takeover of claims run out (claim_takeover.sql), likewise. */
+outbox_status obx_store_takeover_plan(struct obx_store *store, int analyze, char **json,
+                                      outbox_error *err);
 /* The same for obx_store_health()'s sample. */
 outbox_status obx_store_health_plan(struct obx_store *store, int analyze, char **json,
                                     outbox_error *err);

@@ -128,7 +128,9 @@ obx_store_open(const struct obx_store_options *opts, struct obx_store **out, out
     obx_error_reset(err);
     store = calloc(1, sizeof(*store));
     if (store == NULL || (store->schema = strdup(opts->schema ? opts->schema : "")) == NULL ||
-        (store->holder = strdup(opts->application_name ? opts->application_name : "")) == NULL) {
+        (store->holder = strdup(opts->holder             ? opts->holder
+                                : opts->application_name ? opts->application_name
+                                                         : "")) == NULL) {
         if (store != NULL) {
             free(store->schema);
         }

@@ -33,19 +33,28 @@ struct obx_store {
     struct obx_pg_session pg;   /* the connection and the statements of enum obx_store_sql */
     char *schema;               /* owned, unquoted: the wake-up channel is derived from it */
     int listening;              /* LISTEN was asked for: repeated after a reconnect */
-    char *holder;               /* owned: the application_name a window claim records */
+    char *holder;               /* owned: the replica name a window claim records */
     int row_leases_only;        /* the bench's comparison: no window claims */
     long long row_lease_due_ms; /* monotonic time the row lease goes first again */
+    int retries_due;            /* the last claim saw a row that came back due: lease it */
+};
+
+/* What the window claim's takeover step found (claim_takeover.sql). */
+struct obx_claim_takeover {
+    int given_back;  /* rows of claims that ran out, given back to the row lease */
+    int retries_due; /* some row that came back is due, those included */
 };
 
 /*
  * Claims up to `limit` fresh rows by commit window (claim_window.sql), in
  * one transaction of one round trip, after giving back the rows of window
- * claims that ran out (`*given_back` of them). On OUTBOX_OK `*rows` is the
+ * claims that ran out (`*found` says how many, and whether the row lease
+ * has rows due). On OUTBOX_OK `*rows` is the
  * claim's result in lease_batch.sql's columns (no rows: nothing fresh),
  * for the caller to take and PQclear().
  */
 outbox_status obx_store_claim_window(struct obx_store *store, int limit, int claim_seconds,
-                                     PGresult **rows, int *given_back, outbox_error *err);
+                                     PGresult **rows, struct obx_claim_takeover *found,
+                                     outbox_error *err);
 
 #endif

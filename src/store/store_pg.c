@@ -104,7 +104,7 @@ obx_store_lease(struct obx_store *store, int limit, int lease_seconds, int max_l
 {
     outbox_status status;
     PGresult *res = NULL;
-    int taken_over = 0;
+    struct obx_claim_takeover found = {0};
 
     obx_error_reset(err);
     memset(out, 0, sizeof(*out)); /* left empty on failure: obx_lease_fini() is always safe */
@@ -119,7 +119,7 @@ obx_store_lease(struct obx_store *store, int limit, int lease_seconds, int max_l
                                    : lease_rows(store, OBX_STORE_LEASE_ALL, limit, lease_seconds,
                                                 max_lease_expiries, out, err);
     }
-    if (obx_monotonic_ms() >= store->row_lease_due_ms) {
+    if (store->retries_due && obx_monotonic_ms() >= store->row_lease_due_ms) {
         store->row_lease_due_ms = obx_monotonic_ms() + ROW_LEASE_TURN_MS;
         status =
             lease_rows(store, OBX_STORE_LEASE, limit, lease_seconds, max_lease_expiries, out, err);
@@ -128,20 +128,21 @@ obx_store_lease(struct obx_store *store, int limit, int lease_seconds, int max_l
         }
         obx_lease_fini(out);
     }
-    status = obx_store_claim_window(store, limit, lease_seconds, &res, &taken_over, err);
+    status = obx_store_claim_window(store, limit, lease_seconds, &res, &found, err);
     if (status != OUTBOX_OK) {
         return status;
     }
+    store->retries_due = found.retries_due;
     lease_take(out, res);
-    out->taken_over += taken_over;
-    if (out->count > 0) {
+    out->taken_over += found.given_back;
+    if (out->count > 0 || !found.retries_due) {
         return OUTBOX_OK;
     }
-    /* Nothing fresh: the rows that came back, if any are due. */
+    /* Nothing fresh: the rows that came back, which are due. */
     obx_lease_fini(out);
     store->row_lease_due_ms = obx_monotonic_ms() + ROW_LEASE_TURN_MS;
     status = lease_rows(store, OBX_STORE_LEASE, limit, lease_seconds, max_lease_expiries, out, err);
-    out->taken_over += taken_over;
+    out->taken_over += found.given_back;
     return status;
 }
 

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * store_plan_pg.c - a statement's plan as the store's own session would run
- * it (see store.h): the lease's, the window claim's, the health sample's
- * and the prune's. The
+ * it (see store.h): the lease's, the window claim's and its takeover's, the
+ * health sample's and the prune's. The
  * plan-shape tests read them, and so can an operator chasing a slow lease.
  */
 #include "store.h"
@@ -163,4 +163,13 @@ obx_store_claim_plan(struct obx_store *store, int limit, int analyze, char **jso
     /* Limit, claim seconds, holder; under the cursor lock, as the claim runs. */
     snprintf(args, sizeof(args), "(%d, 60, 'plan')", limit);
     return plan(store, OBX_STORE_CLAIM_CURSOR, OBX_STORE_CLAIM_WINDOW, 3, args, analyze, json, err);
+}
+
+outbox_status
+obx_store_takeover_plan(struct obx_store *store, int analyze, char **json, outbox_error *err)
+{
+    obx_error_reset(err);
+    *json = NULL;
+    /* No parameters; under the cursor lock, as the claim runs it. */
+    return plan(store, OBX_STORE_CLAIM_CURSOR, OBX_STORE_CLAIM_TAKEOVER, 0, "", analyze, json, err);
 }

@@ -46,25 +46,26 @@ statement_lost(const outbox_error *err)
 }
 
 static outbox_status claim_once(struct obx_store *store, int limit, int claim_seconds,
-                                PGresult **rows, int *given_back, outbox_error *err);
+                                PGresult **rows, struct obx_claim_takeover *found,
+                                outbox_error *err);
 
 outbox_status
 obx_store_claim_window(struct obx_store *store, int limit, int claim_seconds, PGresult **rows,
-                       int *given_back, outbox_error *err)
+                       struct obx_claim_takeover *found, outbox_error *err)
 {
-    outbox_status status = claim_once(store, limit, claim_seconds, rows, given_back, err);
+    outbox_status status = claim_once(store, limit, claim_seconds, rows, found, err);
 
     /* Prepared anew (obx_pg_session_pipeline forgot it), the claim runs once more. */
     if (status == OUTBOX_EDB && statement_lost(err)) {
         obx_error_reset(err);
-        status = claim_once(store, limit, claim_seconds, rows, given_back, err);
+        status = claim_once(store, limit, claim_seconds, rows, found, err);
     }
     return status;
 }
 
 static outbox_status
-claim_once(struct obx_store *store, int limit, int claim_seconds, PGresult **rows, int *given_back,
-           outbox_error *err)
+claim_once(struct obx_store *store, int limit, int claim_seconds, PGresult **rows,
+           struct obx_claim_takeover *found, outbox_error *err)
 {
     char limit_text[16], seconds_text[16];
     const char *params[] = {limit_text, seconds_text, store->holder};
@@ -91,7 +92,8 @@ claim_once(struct obx_store *store, int limit, int claim_seconds, PGresult **row
         PQclear(PQexec(store->pg.conn, "ROLLBACK"));
     }
     if (status == OUTBOX_OK) {
-        *given_back = (int)strtol(PQgetvalue(res[STEP_TAKEOVER], 0, 0), NULL, 10);
+        found->given_back = (int)strtol(PQgetvalue(res[STEP_TAKEOVER], 0, 0), NULL, 10);
+        found->retries_due = strcmp(PQgetvalue(res[STEP_TAKEOVER], 0, 1), "t") == 0;
         *rows = res[STEP_CLAIM];
         res[STEP_CLAIM] = NULL; /* the caller's now */
     }

@@ -169,6 +169,13 @@ freeze_holding_a_lease(struct harness_proc *p, struct relay_env *env, const char
         HARNESS_WAIT_UNTIL(proc_is_stopped(p->pid), 5000);
         HARNESS_WAIT_UNTIL(relay_sessions_idle(), 5000);
         if (claimed_rows() > 0) {
+            char other[160];
+
+            /* An operator reading relay_claims sees which replica holds each claim. */
+            snprintf(other, sizeof(other),
+                     "SELECT count(*) FROM outbox.relay_claims WHERE holder <> '%s'", name);
+            cr_assert_eq(harness_scalar_ll(conn, other), 0,
+                         "a claim of relay %s names another holder", name);
             harness_exec(conn, "CREATE TABLE held AS SELECT unnest(ids) AS id, "
                                "token AS lease_token, expires_at AS leased_until "
                                "FROM outbox.relay_claims");

@@ -184,7 +184,7 @@ expect_no_full_read(const char *state, json_t *node, const char *text)
 }
 
 /*
- * The candidates come from an ordered scan of events_due_idx under the
+ * The row lease's candidates come from an ordered scan of events_retry_idx under the
  * LIMIT, with nothing that reads every entry first. With `analyze`, the
  * scan also stopped after the batch: at most LIMIT rows out of it, and
  * at most `stepped_over` rows it read and skipped (leases running).
@@ -312,8 +312,9 @@ expect_bounded_reads(const char *state, long long max_rows, long long max_letter
     free(text);
 }
 
-/* The health sample's bound: its look at the head of the due order, and one row past leases. */
-enum { HEALTH_HEAD = 20000, HEALTH_ROWS = HEALTH_HEAD + 2 * LIMIT + 1 };
+/* The health sample's bound: its look at the head of the retries, the first row of the
+ * windows and of the due retries, and the claims' rows. */
+enum { HEALTH_HEAD = 20000, HEALTH_ROWS = HEALTH_HEAD + 2 * LIMIT + 2 };
 
 /* The sample in a state with no dead letters. */
 static void
@@ -441,7 +442,7 @@ Test(lease_plan, large_backlog_with_fresh_statistics)
 Test(lease_plan, dead_index_entries_between_vacuums)
 {
     /* 200,000 rows relayed (marked done) since the last vacuum: each left a dead entry in
-     * events_due_idx, in front of the rows due now. Statistics from before. */
+     * events_window_idx, in front of the rows due now. Statistics from before. */
     load_due(1000);
     harness_exec(conn, "ANALYZE outbox.events");
     load_due(200000);
@@ -515,7 +516,7 @@ Test(lease_plan, long_backlog_in_retry_backoff)
     expect_bounded_health("retry backlog, one lease running", HEALTH_ROWS);
 }
 
-Test(lease_plan, health_sample_of_a_long_backlog_finds_the_leases_at_its_head)
+Test(lease_plan, health_sample_of_a_long_backlog_finds_the_claims_at_its_head)
 {
     /* 100,000 rows waiting (an outage just ended), one lease running and one run out an
      * hour ago (its relay died). The sample finds the oldest of them, and reads the head
@@ -548,6 +549,61 @@ Test(lease_plan, health_sample_of_a_long_backlog_finds_the_leases_at_its_head)
               h.oldest_unconfirmed_s);
     cr_assert_geq(h.oldest_due_s, 3500, "the oldest due row waits an hour: %lld s", h.oldest_due_s);
     expect_bounded_health("long backlog, leases at its head", HEALTH_ROWS);
+    obx_lease_fini(&running);
+    obx_lease_fini(&expired);
+}
+
+/*
+ * The takeover (claim_takeover.sql), as every claim runs it: it reads the
+ * outbox by primary key only (a run-out claim's rows, a lookup each, which
+ * the update node counts again), and its look for due retries reads the
+ * head of events_retry_idx, so it costs the same however long the backlog.
+ */
+static void
+expect_takeover_by_key(const char *state, long long max_rows)
+{
+    outbox_error err;
+    json_error_t jerr;
+    char *text = NULL;
+    json_t *doc, *top, *pkey;
+    long long rows;
+
+    cr_assert_eq(obx_store_takeover_plan(store, 1, &text, &err), OUTBOX_OK, "%s", err.message);
+    doc = json_loads(text, 0, &jerr);
+    cr_assert(doc != NULL, "EXPLAIN JSON does not parse: %s", jerr.text);
+    top = json_object_get(json_array_get(doc, 0), "Plan");
+    cr_assert(find_node(top, "Index Name", "events_window_idx") == NULL,
+              "%s: the takeover reads the windows' index: %s", state, text);
+    pkey = find_node(top, "Index Name", "events_pkey");
+    cr_assert(pkey != NULL, "%s: the takeover does not find its rows by key: %s", state, text);
+    cr_assert(find_node(top, "Index Name", "events_retry_idx") != NULL,
+              "%s: the look for due retries is not a scan of their index: %s", state, text);
+    rows = rows_read(top, "events", state, text);
+    cr_log_info("%s: the takeover read %lld outbox rows", state, rows);
+    cr_assert_leq(rows, max_rows, "%s: the takeover read %lld outbox rows (<= %lld): %s", state,
+                  rows, max_rows, text);
+    json_decref(doc);
+    free(text);
+}
+
+Test(lease_plan, takeover_of_a_claim_run_out_reads_its_rows_by_key)
+{
+    /* 100,000 rows waiting, two claims out, one run out (its relay died). */
+    struct obx_lease running, expired;
+    char sql[192];
+
+    load_due(100000);
+    helper_lease(store, LIMIT, 60, &expired);
+    helper_lease(store, LIMIT, 60, &running);
+    expect_takeover_by_key("no claim run out", 0);
+    snprintf(sql, sizeof(sql),
+             "UPDATE outbox.relay_claims SET expires_at = now() - interval '1 minute' "
+             "WHERE token = '%s'",
+             expired.token);
+    harness_exec(conn, sql);
+    expect_takeover_by_key("claim run out, no statistics", 2 * LIMIT);
+    harness_exec(conn, "VACUUM ANALYZE outbox.events");
+    expect_takeover_by_key("claim run out, fresh statistics", 2 * LIMIT);
     obx_lease_fini(&running);
     obx_lease_fini(&expired);
 }

@@ -94,7 +94,7 @@ Test(store_connection, adds_dead_server_detection_and_session_timeouts_by_defaul
 Test(store_connection, keeps_what_the_conninfo_sets)
 {
     char conninfo[1024];
-    struct obx_store_options opts = {conninfo, "outbox", "store-conn-test"};
+    struct obx_store_options opts = {conninfo, "outbox", "store-conn-test", NULL};
     struct obx_store *store = NULL;
     outbox_error err;
     char value[64];
@@ -124,7 +124,7 @@ Test(store_connection, never_shows_the_conninfo_or_its_password_in_a_message)
     };
 
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        struct obx_store_options opts = {bad[i], "outbox", "store-conn-test"};
+        struct obx_store_options opts = {bad[i], "outbox", "store-conn-test", NULL};
         struct obx_store *store = NULL;
         outbox_error err;
         outbox_status status = obx_store_open(&opts, &store, &err);
@@ -184,8 +184,8 @@ Test(store_connection, a_prepared_statement_whose_plan_went_stale_is_prepared_ag
 
 Test(store_connection, an_unreachable_server_is_unavailable_not_an_error_in_the_input)
 {
-    struct obx_store_options opts = {"host=127.0.0.1 port=1 connect_timeout=2", "outbox", NULL};
-    struct obx_store_options bad_schema = {harness_db_url(), "Robert'); DROP", NULL};
+    struct obx_store_options opts = {"host=127.0.0.1 port=1 connect_timeout=2", "outbox", NULL, NULL};
+    struct obx_store_options bad_schema = {harness_db_url(), "Robert'); DROP", NULL, NULL};
     struct obx_store *store = NULL;
     outbox_error err;
 
