@@ -5,7 +5,7 @@
 // Each review and its events commit in one transaction: both, or neither. It
 // writes one event with outbox.enqueue(), two with outbox.enqueue_many(), has
 // one refused (SQLSTATE 22023: the review rolls back with it), and resolves a
-// COMMIT whose answer was lost (README: "When a COMMIT's answer is lost").
+// COMMIT whose answer was lost (docs/writing-events.md).
 //
 //	DATABASE_URL=postgresql://app@127.0.0.1:5432/app go run .
 //

@@ -17,8 +17,7 @@ import java.util.Properties;
  *
  * <p>Each review and its events commit in one transaction: both, or neither. It writes one event
  * with outbox.enqueue(), two with outbox.enqueue_many(), has one refused (SQLSTATE 22023: the
- * review rolls back with it), and resolves a COMMIT whose answer was lost (README: "When a
- * COMMIT's answer is lost").
+ * review rolls back with it), and resolves a COMMIT whose answer was lost (docs/writing-events.md).
  *
  * <pre>
  *   javac -cp /usr/share/java/postgresql.jar ReviewWriter.java

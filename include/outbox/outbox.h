@@ -130,9 +130,9 @@ OUTBOX_API outbox_status outbox_event_envelope_json(outbox_event *ev, const char
 /*
  * A configuration for a writer, a relay or a consumer: every setting by
  * key, the same keys as the daemons' environment variables without
- * OUTBOX_, lower-case (OUTBOX_BATCH_SIZE is "batch_size"); the README's
- * settings table lists each key, its default, its accepted values and
- * which kinds take it. New keys may come in any minor release; a key is
+ * OUTBOX_, lower-case (OUTBOX_BATCH_SIZE is "batch_size");
+ * docs/reference/settings.md lists each key, its default, its accepted
+ * values and which kinds take it. New keys may come in any minor release; a key is
  * never renamed or removed within a major version.
  */
 typedef struct outbox_config outbox_config;

@@ -256,7 +256,7 @@ obx_config_load_args(struct obx_config *cfg, int argc, char **argv, int *rest, o
         }
         value = eq ? eq + 1 : argv[++i];
         if (value[0] == '\0') {
-            continue; /* as an empty variable: not given (README "Settings") */
+            continue; /* as an empty variable: not given (docs/configuration.md) */
         }
         /* Messages name the variable: the flag is the same setting. */
         if (set_value(cfg, s, s->env, value, err) != OUTBOX_OK) {

@@ -71,7 +71,7 @@ void obx_config_replica_name(const struct obx_config *cfg, char *out, size_t cap
 /* --help: every setting of `parts` with its flag, default and help. */
 void obx_config_print_help(FILE *out, unsigned parts);
 
-/* The README's settings table (Markdown), generated from the same rows. */
+/* The settings table (Markdown) of docs/reference/settings.md, from the same rows. */
 void obx_config_print_markdown(FILE *out);
 
 #endif

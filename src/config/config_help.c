@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * config_help.c - the settings table as people read it: --help and the
- * README's table, both printed from the rows themselves.
+ * settings reference (docs/reference/settings.md), both printed from the rows.
  */
 #include "config.h"
 

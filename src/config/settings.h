@@ -7,7 +7,7 @@
  * batch_size and the flag --batch-size), its type, bounds, default, the
  * parts that take it, and one line of help. The library's configuration
  * objects (outbox_config_set), the daemons' environment and flags, --help
- * and the README's table all come from these rows, so they cannot drift.
+ * and docs/reference/settings.md all come from these rows, so they cannot drift.
  */
 #ifndef OBX_SETTINGS_H
 #define OBX_SETTINGS_H
@@ -64,7 +64,7 @@ struct obx_setting {
     const char *choices;  /* "a|b|c" for OBX_SETTING_CHOICE */
     /* Optional rule for a STR value beyond its type; OUTBOX_EINVAL names it. */
     outbox_status (*check)(const char *value, outbox_error *err);
-    const char *help; /* one line for --help and the README */
+    const char *help; /* one line for --help and the settings reference */
 };
 
 extern const struct obx_setting obx_settings[];

@@ -25,7 +25,7 @@ usage(FILE *out)
           "\n"
           "commands:\n"
           "  relay     publish the outbox to NATS (run as many replicas as you like); with\n"
-          "            OUTBOX_FLEET_FILE, every database the file lists (README \"Fleet\")\n"
+          "            OUTBOX_FLEET_FILE, every database the file lists (docs/relays.md)\n"
           "  consume   run declared handlers once per event (repeat --handler):\n"
           "            --handler 'NAME[@SUBJECT_FILTER]=sql:STATEMENT'  ($1 = envelope jsonb,\n"
           "                       in the ledger transaction: exactly-once database effects)\n"

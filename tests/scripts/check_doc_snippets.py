@@ -10,7 +10,8 @@ PATH (relative to SOURCE_DIR): the lines between `docs:start NAME` and
 `docs:end NAME` comments, without their common indentation. Also:
 - every fenced block in a language an example is written in (python, go,
   java, js) has such a line, so no hand-written copy can drift;
-- every region marked in a file a DOC names appears in that DOC.
+- every region marked in a file a DOC names appears in one of the DOCs
+  (a guide shows them all; the README may show one).
 --write rewrites the blocks from the files instead of checking them.
 Prints every violation and exits 1 if there is any.
 """
@@ -40,10 +41,10 @@ def regions(path):
     return out
 
 
-def check(source_dir, doc, write, problems):
+def check(source_dir, doc, write, problems, cache, used):
     with open(doc, encoding='utf-8') as f:
         lines = f.read().split('\n')
-    cache, used, out, i = {}, set(), [], 0
+    out, i = [], 0
     while i < len(lines):
         line = lines[i]
         m = MARKER.match(line)
@@ -82,10 +83,6 @@ def check(source_dir, doc, write, problems):
         out.extend((want if write and want is not None else have).rstrip('\n').split('\n'))
         out.append(lines[end])
         i = end + 1
-    for path, names in cache.items():
-        for name in sorted(names or {}):
-            if (path, name) not in used:
-                problems.append(f'{doc}: region "{name}" of {path} is not shown')
     if write:
         with open(doc, 'w', encoding='utf-8') as f:
             f.write('\n'.join(out))
@@ -96,9 +93,13 @@ def main():
     if len(args) < 2:
         print(__doc__.split('\n\n')[1], file=sys.stderr)
         return 2
-    problems = []
+    problems, cache, used = [], {}, set()
     for doc in args[1:]:
-        check(args[0], doc, '--write' in sys.argv, problems)
+        check(args[0], doc, '--write' in sys.argv, problems, cache, used)
+    for path, names in cache.items():
+        for name in sorted(names or {}):
+            if (path, name) not in used:
+                problems.append(f'region "{name}" of {path} is in none of the guides')
     for p in problems:
         print('FAIL', p)
     if not problems:

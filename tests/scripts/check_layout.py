@@ -4,7 +4,7 @@
 
 Usage: check_layout.py SOURCE_DIR BUILD_DIR
 
-- The README's architecture table lists exactly the folders under src/, each
+- The architecture table of docs/internals.md lists exactly the folders under src/, each
   with the external libraries its files include (no more, no fewer).
 - No folder holds more than 12 .c files.
 - Only *_pg.c files call libpq (PQ...); only files named *_nats* include
@@ -61,11 +61,11 @@ def top(folder):
 
 tree = folders()
 
-# ---- the README table ----------------------------------------------------------------------
-readme = read(os.path.join(SRC_ROOT, 'README.md'))
+# ---- the architecture table (docs/internals.md) ----------------------------------------------------------------------
+readme = read(os.path.join(SRC_ROOT, 'docs', 'internals.md'))
 m = re.search(r'^## Architecture\n(.*?)(?=^## )', readme, re.S | re.M)
 if not m:
-    problems.append('README.md has no "## Architecture" section')
+    problems.append('docs/internals.md has no "## Architecture" section')
     table = {}
 else:
     table = {}
@@ -76,9 +76,9 @@ else:
             libs = set(re.findall(r'[A-Za-z0-9.+-]+', cells[3].replace('—', ''))) - {'none'}
             table[row.group(1)] = libs
 for folder in sorted(set(tree) - set(table)):
-    problems.append(f'src/{folder}/ is not in the README architecture table')
+    problems.append(f'src/{folder}/ is not in the architecture table of docs/internals.md')
 for folder in sorted(set(table) - set(tree)):
-    problems.append(f'the README architecture table lists src/{folder}/, which does not exist')
+    problems.append(f'the architecture table of docs/internals.md lists src/{folder}/, which does not exist')
 
 # ---- per folder and per file ---------------------------------------------------------------
 include_re = re.compile(r'^\s*#\s*include\s+([<"])([^>"]+)[>"]', re.M)
@@ -114,7 +114,7 @@ for folder, files in sorted(tree.items()):
         if '_nats' not in name and nats_call.search(body):
             problems.append(f'{rel} calls nats.c but is not a *_nats file')
     if folder in table and table[folder] != used:
-        problems.append(f'README says src/{folder}/ includes {sorted(table[folder]) or "nothing"}'
+        problems.append(f'docs/internals.md says src/{folder}/ includes {sorted(table[folder]) or "nothing"}'
                         f', its files include {sorted(used) or "nothing"}')
 
 # ---- call cycles between files, from the objects' symbols ----------------------------------

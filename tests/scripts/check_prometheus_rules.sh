@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # The alerting rules (deploy/prometheus/outbox-alerts.yml) load, their unit
 # tests (tests/prometheus/outbox-alerts.test.yml) pass, and every outbox_*
-# metric they name is in README.md's metrics table, so a renamed metric fails
+# metric they name is in the metrics table of docs/operations.md, so a renamed metric fails
 # here rather than leaving an alert that can never fire.
 set -euo pipefail
 root=$1
 rules=$root/deploy/prometheus/outbox-alerts.yml
 tests=$root/tests/prometheus/outbox-alerts.test.yml
-readme=$root/README.md
+readme=$root/docs/operations.md
 if ! command -v promtool >/dev/null; then
   echo "FAIL promtool not found: run scripts/install-deps test (Debian's prometheus package)"
   exit 1
@@ -37,11 +37,11 @@ def expand(name):
 documented = {n for line in table for tok in re.findall(r"`([^`]+)`", line)
               for n in expand(tok) if n.startswith("outbox_")}
 if not documented:
-    sys.exit("FAIL no metrics table (a '| Metric |' header) in README.md")
+    sys.exit("FAIL no metrics table (a '| Metric |' header) in docs/operations.md")
 used = sorted(set(re.findall(r"\boutbox_[a-z0-9_]+", rules)))
 missing = [n for n in used if n not in documented]
 if missing:
-    sys.exit("FAIL the alerting rules use metrics README.md's metrics table does not list: "
+    sys.exit("FAIL the alerting rules use metrics the metrics table of docs/operations.md does not list: "
              + ", ".join(missing))
-print("alert rules use %d metrics, all in README.md's table (%d names)" % (len(used), len(documented)))
+print("alert rules use %d metrics, all in the table of docs/operations.md (%d names)" % (len(used), len(documented)))
 PY

@@ -8,7 +8,7 @@
  * those bytes on (the server commits; the client never hears so) or
  * instead of passing them (the server sees its client gone and aborts).
  * Every later connection is forwarded untouched, so the client can ask,
- * over a new connection, what became of the transaction: what README's
+ * over a new connection, what became of the transaction: what docs/writing-events.md's
  * "When a COMMIT's answer is lost" tells a writer to do. A writer example
  * needs no test hook to show it.
  */

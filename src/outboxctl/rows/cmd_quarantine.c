@@ -9,7 +9,7 @@
  * own code (relay_check.h) and makes the ones that now pass pending and
  * due; the others keep their status and their reason is printed again
  * (exit 1). A row is repaired by an UPDATE of its envelope, which the
- * table's row trigger checks, then released (README: Quarantined rows).
+ * table's row trigger checks, then released (docs/operations.md: Quarantined rows).
  * purge deletes the chosen rows for good. release and purge take a filter
  * or --all, and --dry-run, which runs their statement and rolls it back.
  *
@@ -233,7 +233,8 @@ summary(struct quarantine_run *r, const char *action, const char *text)
     } else {
         printf("%s %lld quarantined row%s", text, r->done, r->done == 1 ? "" : "s");
         if (r->still_invalid > 0) {
-            printf(", %lld still invalid (repair the envelope, see the README)", r->still_invalid);
+            printf(", %lld still invalid (repair the envelope, see the operations runbook)",
+                   r->still_invalid);
         }
         if (r->skipped > 0) {
             printf(", %lld skipped (changed meanwhile: run it again)", r->skipped);

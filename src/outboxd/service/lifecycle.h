@@ -13,7 +13,7 @@
 /*
  * The ready line's constant message; the line reads
  * `<time> level=info outboxd ready command=relay` (or command=consume).
- * Tests, the README and users' wait strategies grep for it: never change it.
+ * Tests, the docs and users' wait strategies grep for it: never change it.
  */
 #define OBX_READY_MESSAGE "outboxd ready"
 

@@ -8,7 +8,7 @@
  * Not a SIGSTOPped proxy, as FAULTS.md suggests: the kernel still ACKs
  * data and keepalive probes for a stopped process's sockets, so the
  * connection is alive at the TCP level and neither keepalives nor
- * tcp_user_timeout can see anything wrong (README, Faults: a frozen peer).
+ * tcp_user_timeout can see anything wrong (docs/guarantees.md, Faults: a frozen peer).
  * The test skips, saying why, where iptables cannot be used.
  *
  * Pass: each cut-off daemon notices within 30 s (libpq keepalives and

@@ -13,7 +13,7 @@
  * commits missing (the writer saw COMMIT succeed, the row is not there), and ghost events (in the
  * stream, business row missing). Synchronous replication
  * (synchronous_standby_names = '*'): missing 0, ghosts 0, asserted.
- * Asynchronous: the figures are logged and go in the README as the
+ * Asynchronous: the figures are logged and go in docs/guarantees.md as the
  * evidence for the deployment rule; committed events are never lost from
  * the stream in either mode.
  */

@@ -11,7 +11,7 @@
  * COMMIT, the transaction's pg_current_xact_id() and event ids (what a real
  * writer keeps to resolve an ambiguous commit). In (c) the writer itself
  * resolves the commit with pg_xact_status() over a new connection, as the
- * README tells writers to. Afterwards, with relays publishing throughout:
+ * docs/writing-events.md tells writers to. Afterwards, with relays publishing throughout:
  * no business row without its outbox row and no outbox row without its
  * business row; every journaled transaction is resolved (committed or
  * aborted, never left in doubt), and its rows exist exactly when it

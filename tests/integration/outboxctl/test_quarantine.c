@@ -9,7 +9,7 @@
  * rows its filter chooses, nothing with --dry-run, and like release it
  * refuses to run without a filter or --all. status and validate point to
  * the verb. The bad rows are written past the table's rules the way the
- * README describes (outbox.rows_validated set by hand).
+ * docs/writing-events.md describes (outbox.rows_validated set by hand).
  */
 #include <stdio.h>
 #include <stdlib.h>

@@ -109,7 +109,7 @@ Test(config, a_key_of_another_kind_or_no_kind_is_refused_by_name)
     cr_assert_eq(outbox_config_set(relay, "bogus", "1", &err), OUTBOX_EINVAL);
     cr_assert(strstr(err.message, "\"bogus\"") != NULL, "%s", err.message);
     cr_assert_eq(outbox_config_set(relay, "BATCH_SIZE", "5", &err), OUTBOX_EINVAL,
-                 "keys are lower-case, exactly as the README lists them");
+                 "keys are lower-case, exactly as the settings reference lists them");
     cr_assert_eq(outbox_config_set(relay, NULL, "5", &err), OUTBOX_EINVAL);
     cr_assert_null(outbox_config_new((outbox_config_kind)99));
     outbox_config_free(relay);

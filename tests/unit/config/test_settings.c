@@ -141,7 +141,7 @@ Test(settings, choices_are_in_the_order_of_the_public_enums)
     cr_assert_eq(obx_setting_choice_index(level, "verbose"), -1);
 }
 
-/* No test hook is a setting: they are not in the table, --help or the README. */
+/* No test hook is a setting: they are not in the table, --help or the settings reference. */
 Test(settings, no_test_hook_is_a_setting)
 {
     for (size_t i = 0; i < obx_settings_count; i++) {
