@@ -171,10 +171,21 @@ outbox_config *obx_bench_config(const struct obx_bench_env *env, outbox_config_k
 void obx_bench_set(outbox_config *cfg, const char *key, const char *value);
 void obx_bench_set_int(outbox_config *cfg, const char *key, long long value);
 
-/* Start `count` relays (consumers with one SQL handler) on threads; exit 1 on failure. */
+/* A consumer's one handler: a SQL statement, or else an external handler. */
+struct obx_bench_handler {
+    const char *sql;
+    outbox_ext_handler_fn ext;
+    void *ctx;
+};
+
+/* Start `count` relays (consumers with `handler`) on threads; exit 1 on failure. */
 void obx_bench_relays_start(struct obx_bench_workers *ws, const outbox_config *cfg, int count);
 void obx_bench_consumers_start(struct obx_bench_workers *ws, const outbox_config *cfg, int count,
-                               const char *handler_sql);
+                               const struct obx_bench_handler *handler);
+
+/* Spawns `/bin/sh -c command` and waits for it, `count` times, as fast as one thread can;
+ * returns runs/s (consume_exec.c): the exec case's baseline. */
+double obx_bench_spawn_rate(const char *command, int count);
 
 /* Stops, joins and frees every worker. */
 void obx_bench_workers_stop(struct obx_bench_workers *ws);

@@ -142,7 +142,7 @@ obx_bench_relays_start(struct obx_bench_workers *ws, const outbox_config *cfg, i
 
 void
 obx_bench_consumers_start(struct obx_bench_workers *ws, const outbox_config *cfg, int count,
-                          const char *handler_sql)
+                          const struct obx_bench_handler *handler)
 {
     for (int i = 0; i < count; i++) {
         struct obx_bench_worker *w = next_slot(ws);
@@ -151,8 +151,11 @@ obx_bench_consumers_start(struct obx_bench_workers *ws, const outbox_config *cfg
 
         memset(w, 0, sizeof(*w));
         if (outbox_consumer_new(own, &w->consumer, &err) != OUTBOX_OK ||
-            outbox_consumer_add_sql_handler(w->consumer, "bench_sql", NULL, handler_sql, &err) !=
-                OUTBOX_OK) {
+            (handler->sql != NULL
+                 ? outbox_consumer_add_sql_handler(w->consumer, "bench_sql", NULL, handler->sql,
+                                                   &err)
+                 : outbox_consumer_add_ext_handler(w->consumer, "bench_ext", NULL, handler->ext,
+                                                   handler->ctx, &err)) != OUTBOX_OK) {
             fprintf(stderr, "outbox-bench: cannot start a consumer: %s\n", err.message);
             exit(1);
         }

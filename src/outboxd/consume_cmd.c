@@ -10,7 +10,7 @@
 
 #include "commands.h"
 #include "handler_spec.h"
-#include "handlers.h"
+#include "handlers/exec_handler.h"
 #include "outboxd/service/daemon.h"
 #include "outboxd/service/metrics.h"
 #include "test_hooks.h"

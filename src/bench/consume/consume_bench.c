@@ -3,7 +3,8 @@
  * consume_bench.c - `outbox-bench consume`: handled events per second for
  * a SQL handler (in the ledger transaction) with 1, 2 and 4 replicas on
  * JetStream and on the DB backend, against the raw JetStream pull
- * fetch+ack rate of the same messages measured in the same run; then
+ * fetch+ack rate of the same messages measured in the same run; an
+ * `exec:true` handler against spawning `true` bare in a loop; then
  * publish-to-handled latency at a fixed moderate rate.
  */
 #include <pthread.h>
@@ -13,6 +14,7 @@
 
 #include "audit/stream_audit.h"
 #include "bench/bench.h"
+#include "handlers/exec_handler.h"
 
 #include "common/banned.h" /* last: poisons unsafe functions */
 
@@ -21,6 +23,7 @@ struct consume_case {
     int replicas;
     int batch; /* fetch / lease size, at most 1000 */
     const char *stream, *prefix;
+    const struct obx_bench_handler *handler; /* NULL: the SQL handler */
     long long events;
     double seconds;     /* filled: first fetch to last handled */
     long long finished; /* filled: events handled */
@@ -48,7 +51,10 @@ run_consumers(const struct obx_bench_env *env, struct consume_case *c)
     obx_bench_set(cfg, "consumer_name", "bench");
     obx_bench_set_int(cfg, "batch_size", c->batch);
     obx_bench_set_int(cfg, "poll_max_ms", 200);
-    obx_bench_consumers_start(&ws, cfg, c->replicas, obx_bench_handler_sql);
+    obx_bench_consumers_start(&ws, cfg, c->replicas,
+                              c->handler != NULL
+                                  ? c->handler
+                                  : &(struct obx_bench_handler){.sql = obx_bench_handler_sql});
     outbox_config_free(cfg);
     run = obx_bench_run_until(&ws, c->events, consumer_progress);
     c->seconds = run.seconds;
@@ -73,15 +79,20 @@ publish_all(const struct obx_bench_env *env, PGconn *conn, struct consume_case *
     obx_bench_relay_case(env, &rc);
 }
 
+/* `dups` < 0: not counted (an exec: handler leaves no effect rows to count). */
 static void
 emit(const struct consume_case *c, const char *name, double rate, double raw, long long dups)
 {
-    json_t *line = json_pack("{s:s, s:s, s:i, s:i, s:I, s:f, s:f, s:I, s:s, s:I, s:b}", "bench",
-                             "consume", "case", name, "replicas", c->replicas, "batch", c->batch,
-                             "events", (json_int_t)c->events, "events_per_s", rate, "seconds",
-                             c->seconds, "effects_duplicated", (json_int_t)dups, "handler", "sql",
-                             "finished", (json_int_t)c->finished, "complete", c->complete);
+    const char *handler = c->handler != NULL ? "exec:true" : "sql";
+    json_t *line =
+        json_pack("{s:s, s:s, s:i, s:i, s:I, s:f, s:f, s:s, s:I, s:b}", "bench", "consume", "case",
+                  name, "replicas", c->replicas, "batch", c->batch, "events", (json_int_t)c->events,
+                  "events_per_s", rate, "seconds", c->seconds, "handler", handler, "finished",
+                  (json_int_t)c->finished, "complete", c->complete);
 
+    if (dups >= 0) {
+        json_object_set_new(line, "effects_duplicated", json_integer(dups));
+    }
     if (raw > 0) {
         json_object_set_new(line, "ratio_to_raw", json_real(rate / raw));
     }
@@ -119,6 +130,34 @@ jetstream_cases(const struct obx_bench_env *env, PGconn *conn)
     return raw;
 }
 
+/*
+ * A declared `exec:true` handler, one replica, against the same command
+ * spawned and waited for in a loop with no pgoutbox: what the handler adds
+ * to a process start. Fewer events than the SQL cases: each is a fork.
+ */
+static void
+exec_case(const struct obx_bench_env *env, PGconn *conn)
+{
+    struct obx_exec_handler command = {.command = "true", .timeout_ms = 30000};
+    struct obx_bench_handler exec = {.ext = obx_exec_handler, .ctx = &command};
+    struct consume_case c = {.bus = OUTBOX_BUS_JETSTREAM,
+                             .replicas = 1,
+                             .stream = "BENCH_CONSUME_EXEC",
+                             .prefix = "benchexec",
+                             .handler = &exec,
+                             .batch = env->batch > 1000 ? 1000 : env->batch,
+                             .events = env->events < 3000 ? env->events : 3000};
+    double bare = obx_bench_spawn_rate(command.command, (int)c.events), rate;
+
+    obx_bench_emit(json_pack("{s:s, s:s, s:s, s:f, s:I}", "bench", "consume", "case", "raw_spawn",
+                             "command", command.command, "events_per_s", bare, "events",
+                             (json_int_t)c.events));
+    publish_all(env, conn, &c);
+    rate = run_consumers(env, &c);
+    emit(&c, "consume_exec", rate, bare, -1);
+    obx_bench_stream_delete(env->nats_url, c.stream);
+}
+
 static void
 db_cases(const struct obx_bench_env *env, PGconn *conn)
 {
@@ -147,7 +186,13 @@ obx_bench_consume(const struct obx_bench_env *env)
     double p50, p99;
     long long samples;
 
+    if (env->only_case != NULL && strcmp(env->only_case, "exec") == 0) {
+        exec_case(env, conn); /* --case exec: the exec case alone */
+        obx_bench_close(conn);
+        return 0;
+    }
     jetstream_cases(env, conn);
+    exec_case(env, conn);
     db_cases(env, conn);
     obx_bench_effects_reset(conn);
     if (obx_bench_consume_latency(env, conn, 1000, env->seconds * 3, &p50, &p99, &samples) == 0) {

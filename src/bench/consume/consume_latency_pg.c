@@ -26,7 +26,7 @@ start_workers(const struct obx_bench_env *env, struct obx_bench_workers *ws)
     obx_bench_set(cc, "consumer_name", "bench-e2e");
     obx_bench_set_int(cc, "poll_max_ms", 100);
     obx_bench_relays_start(ws, rc, 1);
-    obx_bench_consumers_start(ws, cc, 1, obx_bench_handler_sql);
+    obx_bench_consumers_start(ws, cc, 1, &(struct obx_bench_handler){.sql = obx_bench_handler_sql});
     outbox_config_free(rc);
     outbox_config_free(cc);
 }

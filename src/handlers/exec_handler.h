@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * handlers.h - the exec: handlers outboxd hosts from declarations (see
- * handler_spec.h): a command run with the envelope on stdin. The sql:
- * ones are the worker library's own (outbox_consumer_add_sql_handler).
+ * exec_handler.h - the exec: handlers outboxd hosts from declarations (see
+ * outboxd/handler_spec.h) and outbox-bench measures: a command run with
+ * the envelope on stdin. The sql: ones are the worker library's own
+ * (outbox_consumer_add_sql_handler).
  */
-#ifndef OBX_HANDLERS_H
-#define OBX_HANDLERS_H
+#ifndef OBX_EXEC_HANDLER_H
+#define OBX_EXEC_HANDLER_H
 
 #include "outbox/worker.h"
 
