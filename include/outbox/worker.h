@@ -202,6 +202,7 @@ typedef enum outbox_consumer_stat_id {
     OUTBOX_CONSUMER_CONFLICTS,      /* claims found held by another replica: deferred */
     OUTBOX_CONSUMER_OUTAGE_RETRIES, /* handler runs given back: the database failed under them */
     OUTBOX_CONSUMER_CLAIMS_LOST,    /* external runs stopped or dropped: their claim was lost */
+    OUTBOX_CONSUMER_REFUSED,        /* messages no relay sent (message_check.h): terminated */
 } outbox_consumer_stat_id;
 
 typedef enum outbox_consumer_histogram_id {

@@ -18,6 +18,7 @@
 #include "common/error.h"
 #include "consumer_internal.h"
 #include "consumer_offer.h"
+#include "message_check.h"
 #include "store/store.h"
 #include "support/log.h"
 #include "support/nats_auth.h"
@@ -173,31 +174,36 @@ ensure_feed(struct outbox_consumer *c)
 }
 
 /*
- * Parses every envelope: the ledger is keyed by the envelope's own id, not
- * by Nats-Msg-Id, so an event republished under a new message id (a replay
- * outside the duplicate window) is still recognized as handled. A message
- * that is not a valid envelope cannot be claimed, so nothing may run it.
+ * Checks every message (message_check.h) and keeps its parsed envelope.
+ * The ledger is keyed by the envelope's own id; a message whose
+ * Nats-Msg-Id, subject or headers say otherwise than the envelope, or
+ * that carries none, was not sent by a relay: it is refused - no handler
+ * runs it, it is terminated, and the reason is logged and counted.
  */
 static void
 read_envelopes(struct outbox_consumer *c, const struct obx_feed_batch *b, struct obx_msg_verdict *v)
 {
+    size_t refused = 0;
+
     for (size_t i = 0; i < b->count; i++) {
         const struct obx_feed_msg *m = &b->msgs[i];
-        outbox_error err = {0};
+        outbox_error why = {0};
+        enum obx_refusal r = obx_message_check(m, c->w.cfg.subject_prefix, &v[i].env, &why);
 
-        if (m->envelope == NULL || obx_envelope_parse(m->envelope, m->envelope_len, SIZE_MAX,
-                                                      &v[i].env, &err) != OUTBOX_OK) {
+        if (r != OBX_ACCEPTED) {
             v[i].bad = 1;
+            refused++;
             obx_log(OUTBOX_LOG_WARN,
-                    "message is not a valid envelope, terminated consumer=%s message_id=%s "
-                    "subject=%s reason=\"%s\"",
-                    c->w.name, m->event_id ? m->event_id : "", m->subject ? m->subject : "",
-                    err.message);
+                    "message refused, terminated consumer=%s check=%s reason=\"%s\" "
+                    "stream_seq=%llu message_id=%.80s subject=%.255s",
+                    c->w.name, obx_refusal_name(r), why.message, m->stream_seq,
+                    m->event_id ? m->event_id : "", m->subject ? m->subject : "");
             continue;
         }
         v[i].event_id = v[i].env.head.id;
         v[i].aggregate_id = v[i].env.head.aggregate_id;
     }
+    obx_worker_count(&c->w, OUTBOX_CONSUMER_REFUSED, refused);
 }
 
 /* Every message comes back later; the ledger turns what was settled into skips. */

@@ -27,6 +27,8 @@ struct obx_feed_msg {
     size_t envelope_len;
     long long deliveries; /* how many times the feed delivered it (1 = first); DB feed:
                            * 1 + leases of the row that ran out (NAKs do not count) */
+    size_t header_bytes;  /* JetStream: the headers as sent ("Key: value\r\n" each); DB: 0 */
+    unsigned long long stream_seq; /* JetStream: its stream sequence, for operators; DB: 0 */
 };
 
 struct obx_feed_batch {

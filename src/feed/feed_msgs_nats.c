@@ -35,51 +35,69 @@ struct nats_batch {
     natsMsgList list;
 };
 
-/* The first value of header `key`, whatever its case (nats.c matches it exactly). */
-static const char *
-header_nocase(natsMsg *msg, const char *key)
+/*
+ * What the consumer's checks need of the headers, in one pass over them:
+ * the first value of Nats-Msg-Id whatever its case (nats.c matches keys
+ * exactly), and the size of the header block as sent, every value of
+ * every key counted ("Key: value\r\n" each). No headers, or a block nats.c
+ * cannot read: no id and 0 bytes, and the message is refused for its id.
+ */
+static void
+read_headers(natsMsg *msg, const char **msg_id, size_t *bytes)
 {
     const char **keys = NULL;
-    const char *value = NULL;
     int count = 0;
 
+    *msg_id = NULL;
+    *bytes = 0;
     if (natsMsgHeader_Keys(msg, &keys, &count) != NATS_OK) {
-        return NULL; /* no headers at all */
+        return;
     }
-    for (int i = 0; i < count && value == NULL; i++) {
-        if (strcasecmp(keys[i], key) == 0 && natsMsgHeader_Get(msg, keys[i], &value) != NATS_OK) {
-            value = NULL;
+    for (int i = 0; i < count; i++) {
+        const char **values = NULL;
+        int n = 0;
+
+        if (natsMsgHeader_Values(msg, keys[i], &values, &n) != NATS_OK) {
+            continue;
         }
+        for (int k = 0; k < n; k++) {
+            *bytes += strlen(keys[i]) + 2 + strlen(values[k]) + 2;
+        }
+        if (*msg_id == NULL && n > 0 && strcasecmp(keys[i], "Nats-Msg-Id") == 0) {
+            *msg_id = values[0];
+        }
+        free((void *)values); /* the array only: the strings belong to the message */
     }
-    free((void *)keys); /* the array only: the strings belong to the message */
-    return value;
+    free((void *)keys);
 }
 
-static long long
-deliveries_of(natsMsg *msg)
+/* How often the server delivered it, and its stream sequence. */
+static void
+metadata_of(natsMsg *msg, struct obx_feed_msg *m)
 {
     jsMsgMetaData *meta = NULL;
-    long long n = 1;
 
+    m->deliveries = 1;
     if (natsMsg_GetMetaData(&meta, msg) == NATS_OK) {
-        n = meta->NumDelivered > 0 ? (long long)meta->NumDelivered : 1;
+        m->deliveries = meta->NumDelivered > 0 ? (long long)meta->NumDelivered : 1;
+        m->stream_seq = (unsigned long long)meta->Sequence.Stream;
         jsMsgMetaData_Destroy(meta);
     }
-    return n;
 }
 
 /* Borrowed views of the messages; anything the publisher sent is passed on. */
 static void
 describe(natsMsg *msg, struct obx_feed_msg *m)
 {
-    const char *id = header_nocase(msg, "Nats-Msg-Id");
+    const char *id = NULL;
     const char *data = natsMsg_GetData(msg);
 
+    read_headers(msg, &id, &m->header_bytes);
     m->event_id = id != NULL ? id : "";
     m->subject = natsMsg_GetSubject(msg);
     m->envelope = data != NULL ? data : "";
     m->envelope_len = data != NULL ? (size_t)natsMsg_GetDataLength(msg) : 0;
-    m->deliveries = deliveries_of(msg);
+    metadata_of(msg, m);
 }
 
 static outbox_status

@@ -224,6 +224,9 @@ static const struct obx_metric_def consumer_counters[] = {
      "handler runs given back because the database failed under them (no attempt spent)"},
     {OUTBOX_CONSUMER_CLAIMS_LOST, "claims_lost",
      "external handler runs stopped because their claim was lost (no attempt spent)"},
+    {OUTBOX_CONSUMER_REFUSED, "refused",
+     "messages refused and terminated, no handler run: not what a relay sends (the log says "
+     "why)"},
 };
 
 static const struct obx_metric_def consumer_histograms[] = {

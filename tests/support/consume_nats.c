@@ -129,9 +129,13 @@ consume_nats_msg_id(const char *nats_url, const char *stream, uint64_t seq, char
     return 0;
 }
 
-/* Publishes message `seq` again under "<old id>.<tag>"; 0 when there was no such message. */
+/*
+ * Publishes message `seq` again under "<old id>:requeue:<round>", the form
+ * outboxctl dead requeue uses (consumers refuse any other id than the
+ * event's own); 0 when there was no such message.
+ */
 static natsStatus
-republish_one(struct test_js_conn *c, const char *stream, uint64_t seq, const char *tag,
+republish_one(struct test_js_conn *c, const char *stream, uint64_t seq, unsigned round,
               int *published, jsErrCode *code)
 {
     natsMsg *old = NULL;
@@ -150,7 +154,7 @@ republish_one(struct test_js_conn *c, const char *stream, uint64_t seq, const ch
     if (natsMsgHeader_Get(old, "Nats-Msg-Id", &old_id) != NATS_OK) {
         old_id = "none";
     }
-    snprintf(new_id, sizeof(new_id), "%s.%s", old_id, tag);
+    snprintf(new_id, sizeof(new_id), "%s:requeue:%u", old_id, round);
     jsPubOptions_Init(&po);
     po.MsgId = new_id;
     po.ExpectStream = stream;
@@ -163,7 +167,7 @@ republish_one(struct test_js_conn *c, const char *stream, uint64_t seq, const ch
 
 int
 consume_nats_republish(const char *nats_url, const char *stream, uint64_t first_seq,
-                       uint64_t last_seq, const char *tag, size_t *published, char *err, size_t cap)
+                       uint64_t last_seq, unsigned round, size_t *published, char *err, size_t cap)
 {
     struct test_js_conn c;
 
@@ -174,7 +178,7 @@ consume_nats_republish(const char *nats_url, const char *stream, uint64_t first_
     for (uint64_t seq = first_seq; seq <= last_seq; seq++) {
         jsErrCode code = 0;
         int one = 0;
-        natsStatus s = republish_one(&c, stream, seq, tag, &one, &code);
+        natsStatus s = republish_one(&c, stream, seq, round, &one, &code);
 
         if (s != NATS_OK) {
             test_js_close(&c);

@@ -45,11 +45,12 @@ int consume_nats_msg_id(const char *nats_url, const char *stream, uint64_t seq, 
 
 /*
  * Publishes the body of every message of `stream` from `first_seq` to
- * `last_seq` again, on the same subject, under Nats-Msg-Id "<old id>.<tag>"
- * (so the duplicate window does not absorb it). `*published` counts them.
+ * `last_seq` again, on the same subject, under Nats-Msg-Id
+ * "<old id>:requeue:<round>" as outboxctl dead requeue does (so the
+ * duplicate window does not absorb it). `*published` counts them.
  */
 int consume_nats_republish(const char *nats_url, const char *stream, uint64_t first_seq,
-                           uint64_t last_seq, const char *tag, size_t *published, char *err,
+                           uint64_t last_seq, unsigned round, size_t *published, char *err,
                            size_t cap);
 
 /*

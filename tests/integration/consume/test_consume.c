@@ -101,14 +101,14 @@ Test(consume, four_jetstream_replicas_run_each_handler_once_while_every_event_co
     start_replicas(replicas, &cenv, "consjs", two_effects);
 
     /* The same envelopes twice more under new message ids, while the replicas consume. */
-    cr_assert_eq(consume_nats_republish(harness_nats_url(), "CONS_JS", 1, EVENTS, "again", &copies,
-                                        err, sizeof(err)),
+    cr_assert_eq(consume_nats_republish(harness_nats_url(), "CONS_JS", 1, EVENTS, 1, &copies, err,
+                                        sizeof(err)),
                  0, "%s", err);
     HARNESS_WAIT_UNTIL(consume_test_handled(conn, "audit") >= EVENTS / 4, 60000);
     /* One replica freezes past its ack wait: what it holds is redelivered to the others. */
     harness_proc_signal(&replicas[0], SIGSTOP);
-    cr_assert_eq(consume_nats_republish(harness_nats_url(), "CONS_JS", 1, EVENTS, "once-more",
-                                        &more, err, sizeof(err)),
+    cr_assert_eq(consume_nats_republish(harness_nats_url(), "CONS_JS", 1, EVENTS, 2, &more, err,
+                                        sizeof(err)),
                  0, "%s", err);
     /* Not waiting for a condition: the freeze outlasts the 2 s ack wait. */
     harness_sleep_ms(3000);
@@ -215,8 +215,8 @@ Test(consume, an_event_republished_under_a_new_message_id_runs_no_handler_again)
     harness_exec(conn, "CREATE TABLE before AS SELECT * FROM outbox.processed_events");
 
     /* The same bodies under new Nats-Msg-Ids: the broker's dedup window cannot catch them. */
-    cr_assert_eq(consume_nats_republish(harness_nats_url(), "CONS_REPUB", 1, EVENTS, "replayed",
-                                        &copies, err, sizeof(err)),
+    cr_assert_eq(consume_nats_republish(harness_nats_url(), "CONS_REPUB", 1, EVENTS, 1, &copies,
+                                        err, sizeof(err)),
                  0, "%s", err);
     cr_assert_eq(copies, EVENTS);
     cr_assert_eq(consume_nats_last_seq(harness_nats_url(), "CONS_REPUB", &last, err, sizeof(err)),
