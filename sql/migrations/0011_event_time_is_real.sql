@@ -7,9 +7,11 @@
 -- else (PostgreSQL and JavaScript's Date roll Feb 30 to Mar 2 and hour 24
 -- to the next day; the CloudEvents SDK for JavaScript puts a month 13 at
 -- now). Such a row is now refused with the same SQLSTATE 23514 and rule
--- name (events_envelope_v1), the message quoting the value. The relay
+-- name (events_envelope_v1), its DETAIL quoting the value. The relay
 -- checks the same in C (src/envelope/fields.c) and quarantines a row that
--- got past this rule through the writers' bypass.
+-- got past this rule through the writers' bypass. Rows already in the
+-- table are not checked again by this migration: a pending one with such a
+-- time is quarantined by the relay when it comes to it.
 --
 -- The writers are unchanged: outbox.enqueue() and outbox.enqueue_many()
 -- write the database clock's time, so their rows are real and skip the
