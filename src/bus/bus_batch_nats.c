@@ -24,7 +24,7 @@
 
 #include "common/banned.h" /* last: poisons unsafe functions */
 
-#define MAX_HEADERS 10
+#define MAX_HEADERS 12
 
 struct header {
     const char *key;
@@ -37,7 +37,10 @@ headers_of(const struct obx_bus *bus, const struct obx_bus_message *m, struct he
     size_t n = 0;
 
     h[n++] = (struct header){"Nats-Msg-Id", m->msg_id != NULL ? m->msg_id : m->id};
+    /* The CloudEvents NATS binding (binary mode) carries the data's content type as
+     * ce-datacontenttype; some SDKs read Content-Type instead, so both are sent. */
     h[n++] = (struct header){"Content-Type", "application/json"};
+    h[n++] = (struct header){"ce-datacontenttype", "application/json"};
     h[n++] = (struct header){"ce-specversion", "1.0"};
     h[n++] = (struct header){"ce-id", m->id};
     if (m->ce_type != NULL) {

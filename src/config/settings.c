@@ -19,6 +19,7 @@
 #include "common/text.h"
 #include "common/url_list.h"
 #include "envelope/subject.h"
+#include "uri_reference.h"
 
 #include "common/banned.h" /* last: poisons unsafe functions */
 
@@ -78,21 +79,26 @@ replica_name_check(const char *name, outbox_error *err)
     return OUTBOX_OK;
 }
 
-/* CloudEvents' source is a URI-reference: no blanks, no control characters. */
+/*
+ * CloudEvents' source is a URI-reference (RFC 3986), and not empty: an SDK
+ * refuses every event whose source is not one, so it is refused here, at
+ * start, rather than in every consumer.
+ */
 static outbox_status
 ce_source_check(const char *source, outbox_error *err)
 {
+    outbox_error why = {0};
     size_t len = strlen(source);
 
-    for (size_t i = 0; i < len; i++) {
-        if ((unsigned char)source[i] <= ' ' || source[i] == 0x7f) {
-            len = 0;
-        }
-    }
-    if (len == 0 || len > 1024 || !obx_utf8_valid(source, len)) {
+    if (len == 0 || len > 1024) {
         return obx_fail(err, OUTBOX_EINVAL,
-                        "must be a URI-reference of 1 to 1024 bytes, without blanks or control "
-                        "characters (CloudEvents source)");
+                        "must be a URI-reference (RFC 3986) of 1 to 1024 bytes, the CloudEvents "
+                        "source");
+    }
+    if (obx_uri_reference_check(source, &why) != OUTBOX_OK) {
+        return obx_fail(err, OUTBOX_EINVAL,
+                        "must be a URI-reference (RFC 3986), the CloudEvents source: %s",
+                        why.message);
     }
     return OUTBOX_OK;
 }
@@ -203,7 +209,8 @@ const struct obx_setting obx_settings[] = {
     INT("OUTBOX_HANDLER_TIMEOUT_SECONDS", handler_timeout_seconds, P, "300", 1, 86400,
         "an exec: handler running longer is killed and counts as failed"),
     STR("OUTBOX_CE_SOURCE", ce_source, R, "pgoutbox", ce_source_check,
-        "CloudEvents ce-source header: a URI-reference, no blanks or control characters"),
+        "CloudEvents ce-source header: a URI-reference (RFC 3986), ASCII only "
+        "(percent-encode the rest); refused at start otherwise"),
     STR("OUTBOX_DATABASE_URL_FILE", database_url_file, R | C, NULL, readable_file_check,
         "file holding OUTBOX_DATABASE_URL (a mounted secret); instead of the variable"),
     STR("OUTBOX_NATS_CREDS", nats_creds, R | C, NULL, readable_file_check,

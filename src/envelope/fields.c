@@ -102,8 +102,9 @@ match_digits(const char *s, const char *pattern)
     return s;
 }
 
-int
-obx_timestamp_valid(const char *value)
+/* The pattern only: date, 'T', time, an optional fraction of 1 to 9 digits, Z or an offset. */
+static int
+timestamp_shaped(const char *value)
 {
     const char *s = value ? match_digits(value, "dddd-dd-ddTdd:dd:dd") : NULL;
     int fraction = 0;
@@ -127,6 +128,80 @@ obx_timestamp_valid(const char *value)
         return s != NULL && *s == '\0';
     }
     return 0;
+}
+
+/* The two digits at `s` as a number. */
+static int
+two_digits(const char *s)
+{
+    return (s[0] - '0') * 10 + (s[1] - '0');
+}
+
+/* Days in `month` (1-12) of `year`, by the proleptic Gregorian calendar RFC 3339 uses. */
+static int
+days_in_month(int year, int month)
+{
+    static const int days[12] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    int leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;
+
+    return month == 2 ? 28 + leap : days[month - 1];
+}
+
+/*
+ * Why a timestamp of the right shape names no instant, or NULL. A leap
+ * second (60) is refused too: PostgreSQL moves it to the next minute and
+ * JavaScript's Date refuses it, so no two readers would agree on it.
+ */
+static const char *
+timestamp_unreal(const char *value)
+{
+    int year = two_digits(value) * 100 + two_digits(value + 2);
+    int month = two_digits(value + 5);
+    const char *zone = value + 19;
+
+    if (month < 1 || month > 12) {
+        return "month must be 01 to 12";
+    }
+    if (two_digits(value + 8) < 1 || two_digits(value + 8) > days_in_month(year, month)) {
+        return "day is not a day of that month";
+    }
+    if (two_digits(value + 11) > 23) {
+        return "hour must be 00 to 23";
+    }
+    if (two_digits(value + 14) > 59 || two_digits(value + 17) > 59) {
+        return "minute and second must be 00 to 59";
+    }
+    while (*zone != 'Z' && *zone != '+' && *zone != '-') {
+        zone++;
+    }
+    if (*zone != 'Z' && (two_digits(zone + 1) > 23 || two_digits(zone + 4) > 59)) {
+        return "offset must be -23:59 to +23:59";
+    }
+    return NULL;
+}
+
+outbox_status
+obx_check_timestamp_field(const char *field, const char *value, outbox_error *err)
+{
+    char quoted[160];
+    const char *why;
+
+    if (value == NULL) {
+        return obx_fail(err, OUTBOX_EINVAL, "%s is required", field);
+    }
+    obx_quote_for_message(value, quoted, sizeof(quoted));
+    if (!timestamp_shaped(value)) {
+        return obx_fail(err, OUTBOX_EINVAL,
+                        "%s %s is not an RFC 3339 timestamp (YYYY-MM-DDTHH:MM:SS, an optional "
+                        "fraction, then Z or +HH:MM)",
+                        field, quoted);
+    }
+    why = timestamp_unreal(value);
+    if (why != NULL) {
+        return obx_fail(err, OUTBOX_EINVAL, "%s %s is not a real date and time: %s", field, quoted,
+                        why);
+    }
+    return OUTBOX_OK;
 }
 
 outbox_status

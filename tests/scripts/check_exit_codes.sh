@@ -72,6 +72,8 @@ expect 2 'OUTBOX_NATS_CREDS="/nonexistent/app.creds": cannot be read' -- "$db" O
 expect 2 'OUTBOX_NATS_TLS_CA="/nonexistent/ca.pem": cannot be read' -- "$db" OUTBOX_NATS_TLS_CA=/nonexistent/ca.pem -- "$outboxd" consume --handler 'a=sql:SELECT 1'
 expect 2 'OUTBOX_NATS_TLS_CERT="/": is not a regular file' -- "$db" OUTBOX_NATS_TLS_CERT=/ OUTBOX_NATS_TLS_KEY=/ -- "$outboxd" relay
 expect 2 'OUTBOX_CE_SOURCE="svc\r\nx"' -- "$db" "OUTBOX_CE_SOURCE=svc"$'\r\n'"x" -- "$outboxd" relay
+expect 2 'OUTBOX_CE_SOURCE="not a uri": must be a URI-reference (RFC 3986)' -- "$db" "OUTBOX_CE_SOURCE=not a uri" -- "$outboxd" relay
+expect 2 'byte 4 (0xc3) is not ASCII; percent-encode it (%C3)' -- "$db" "OUTBOX_CE_SOURCE=caf"$'\xc3\xa9' -- "$outboxd" relay
 expect 2 'OUTBOX_CONSUMER_NAME="ccc' -- "$db" "OUTBOX_CONSUMER_NAME=$long_name" -- "$outboxd" consume --handler 'a=sql:SELECT 1'
 expect 2 'OUTBOX_NAME="r1\nlevel=error forged"' -- "$db" "OUTBOX_NAME=r1"$'\n'"level=error forged" -- "$outboxd" relay
 expect 2 'OUTBOX_NATS_TLS_CERT and OUTBOX_NATS_TLS_KEY must be set together (OUTBOX_NATS_TLS_KEY is not set)' -- "$db" "OUTBOX_NATS_TLS_CERT=$0" -- "$outboxd" relay

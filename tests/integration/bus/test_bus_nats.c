@@ -233,13 +233,14 @@ expect_stored(natsMsg *m, const struct batch *b, size_t i, int jetstream)
 {
     const char **keys = NULL;
     int key_count = 0;
-    int want_keys = 8 + (b->msgs[i].traceparent != NULL) + jetstream;
+    int want_keys = 9 + (b->msgs[i].traceparent != NULL) + jetstream;
 
     cr_assert_str_eq(natsMsg_GetSubject(m), b->subject);
     cr_assert_eq(natsMsg_GetDataLength(m), (int)strlen(BODY));
     cr_assert_eq(memcmp(natsMsg_GetData(m), BODY, strlen(BODY)), 0);
     expect_header(m, "Nats-Msg-Id", b->ids[i]);
     expect_header(m, "Content-Type", "application/json");
+    expect_header(m, "ce-datacontenttype", "application/json");
     expect_header(m, "ce-specversion", "1.0");
     expect_header(m, "ce-id", b->ids[i]);
     expect_header(m, "ce-type", "movie.logged");

@@ -174,7 +174,8 @@ Test(bad_rows_small_payload, quarantines_invalid_rows_with_a_reason_and_publishe
 /*
  * Past the row rules through their documented bypass (the SQL writer's own
  * outbox.rows_validated, which any session can set): an envelope whose
- * fields differ from its row's columns, or whose schema_version is 1.0, is
+ * fields differ from its row's columns, whose schema_version is 1.0, or
+ * whose occurred_at names no real instant (published as ce-time), is
  * quarantined naming the field and both values, never published; the good
  * rows behind them are.
  */
@@ -224,6 +225,8 @@ Test(bad_rows, quarantines_envelopes_that_differ_from_their_row_or_are_not_versi
          "envelope tenant_id differs from the row tenant_id: \"t1\" in the envelope, \"t2\" "
          "in the row",
          NULL},
+        {"an impossible occurred_at",
+         "envelope occurred_at \"2026-02-30T10:00:00Z\" is not a real date and time", NULL},
     };
     enum { BAD = sizeof(bad) / sizeof(bad[0]), GOOD_PER_GAP = 30 };
     struct harness_proc relay;
@@ -243,6 +246,8 @@ Test(bad_rows, quarantines_envelopes_that_differ_from_their_row_or_are_not_versi
     bad[4].id = insert_bypassing(ROW_COLUMNS("movie", "review.logged", "'t1'"),
                                  "{\"aggregate_id\": \"0190a3b2-1c2d-7e3f-8a9b-0c1d2e3f4a5c\"}");
     bad[5].id = insert_bypassing(ROW_COLUMNS("movie", "review.logged", "'t2'"), "{}");
+    bad[6].id = insert_bypassing(ROW_COLUMNS("movie", "review.logged", "'t1'"),
+                                 "{\"occurred_at\": \"2026-02-30T10:00:00Z\"}");
     relay_test_enqueue(conn, GOOD_PER_GAP);
 
     relay_test_env(&env, "BAD_MATCH", "badmatch");

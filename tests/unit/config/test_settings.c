@@ -197,6 +197,18 @@ Test(settings, what_would_fail_every_connect_is_refused_at_start_by_variable)
     m = refusal("OUTBOX_CE_SOURCE", "svc\r\nforged: yes");
     cr_assert_not_null(strstr(m, "\\r\\n"), "%s", m);
     refusal("OUTBOX_CE_SOURCE", "two words");
+    /* A source an SDK refuses as a URI-reference would make every message unreadable. */
+    m = refusal("OUTBOX_CE_SOURCE", "not a uri");
+    cr_assert_not_null(strstr(m, "OUTBOX_CE_SOURCE=\"not a uri\""), "%s", m);
+    cr_assert_not_null(strstr(m, "URI-reference"), "%s", m);
+    m = refusal("OUTBOX_CE_SOURCE", "caf\xc3\xa9/orders");
+    cr_assert_not_null(strstr(m, "not ASCII; percent-encode it (%C3)"), "%s", m);
+    m = refusal("OUTBOX_CE_SOURCE", "orders{eu}");
+    cr_assert_not_null(strstr(m, "byte 7 '{'"), "%s", m);
+    refusal("OUTBOX_CE_SOURCE", "orders%zz");
+    refusal("OUTBOX_CE_SOURCE", "https://[::1/orders");
+    refusal("OUTBOX_CE_SOURCE", "https://example.com:80a/orders");
+    refusal("OUTBOX_CE_SOURCE", "1orders:eu");
     refusal("OUTBOX_CONSUMER_NAME",
             "a234567890123456789012345678901234567890123456789012345678901234567890");
     refusal("OUTBOX_CONSUMER_NAME", "has.dot");
@@ -214,6 +226,9 @@ Test(settings, good_values_of_the_checked_settings_are_taken)
     setenv("OUTBOX_DATABASE_URL", "host=db port=5433,5434 dbname=x host=a,b sslmode=require", 1);
     setenv("OUTBOX_NATS_CREDS", OBX_SOURCE_DIR "/README.md", 1);
     setenv("OUTBOX_CE_SOURCE", "https://example.com/orders?x=1", 1);
+    cr_assert_eq(obx_config_load(&cfg, 0, NULL, &rest, &err), OUTBOX_OK, "%s", err.message);
+    obx_config_fini(&cfg);
+    setenv("OUTBOX_CE_SOURCE", "urn:example:orders%C3%A9", 1);
     setenv("OUTBOX_CONSUMER_NAME", "billing-v2_a", 1);
     setenv("OUTBOX_NAME", "orders-relay-0.eu:1", 1);
     cr_assert_eq(obx_config_load(&cfg, 0, NULL, &rest, &err), OUTBOX_OK, "%s", err.message);

@@ -103,6 +103,23 @@ Test(envelope, the_relay_refuses_what_no_writer_may_write)
     assert_refused(ENV_HEAD "\"event_type\":\"x\",\"aggregate_type\":\"movie\","
                             "\"occurred_at\":\"yesterday\",\"schema_version\":1,\"payload\":{}}",
                    "occurred_at");
+    /* The digits' pattern, but no such day, hour or offset: a reader would move the event. */
+    assert_refused(ENV_HEAD "\"event_type\":\"x\",\"aggregate_type\":\"movie\","
+                            "\"occurred_at\":\"2026-02-30T10:00:00Z\",\"schema_version\":1,"
+                            "\"payload\":{}}",
+                   "occurred_at \"2026-02-30T10:00:00Z\" is not a real date and time");
+    assert_refused(ENV_HEAD "\"event_type\":\"x\",\"aggregate_type\":\"movie\","
+                            "\"occurred_at\":\"2026-02-10T24:00:00Z\",\"schema_version\":1,"
+                            "\"payload\":{}}",
+                   "occurred_at \"2026-02-10T24:00:00Z\" is not a real date and time");
+    assert_refused(ENV_HEAD "\"event_type\":\"x\",\"aggregate_type\":\"movie\","
+                            "\"occurred_at\":\"2026-13-10T10:00:00Z\",\"schema_version\":1,"
+                            "\"payload\":{}}",
+                   "occurred_at \"2026-13-10T10:00:00Z\" is not a real date and time");
+    assert_refused(ENV_HEAD "\"event_type\":\"x\",\"aggregate_type\":\"movie\","
+                            "\"occurred_at\":\"2026-02-10T10:00:00+99:99\",\"schema_version\":1,"
+                            "\"payload\":{}}",
+                   "occurred_at \"2026-02-10T10:00:00+99:99\" is not a real date and time");
     assert_refused(ENV_HEAD "\"event_type\":\"x\",\"aggregate_type\":\"movie\",\"extra\":1,"
                             "\"occurred_at\":\"2026-11-29T09:41:56.123Z\",\"schema_version\":1,"
                             "\"payload\":{}}",

@@ -50,13 +50,49 @@ Test(fields, timestamps_format_as_rfc3339_utc_with_milliseconds)
 
     cr_assert_eq(obx_format_timestamp_ms(INT64_C(1795340516123), out, NULL), OUTBOX_OK);
     cr_assert_str_eq(out, "2026-11-22T09:41:56.123Z");
-    cr_assert(obx_timestamp_valid(out));
-    cr_assert(obx_timestamp_valid("2026-11-29T09:41:56+02:00"));
-    cr_assert(obx_timestamp_valid("2026-11-29T09:41:56Z"));
-    cr_assert(!obx_timestamp_valid("2026-11-29 09:41:56Z"));
-    cr_assert(!obx_timestamp_valid("2026-11-29T09:41:56.Z"));
-    cr_assert(!obx_timestamp_valid("2026-11-29T09:41:56"));
+    cr_assert_eq(obx_check_timestamp_field("t", out, NULL), OUTBOX_OK);
+    cr_assert_eq(obx_check_timestamp_field("t", "2026-11-29T09:41:56+02:00", NULL), OUTBOX_OK);
+    cr_assert_eq(obx_check_timestamp_field("t", "2026-11-29T09:41:56Z", NULL), OUTBOX_OK);
+    cr_assert_eq(obx_check_timestamp_field("t", "2026-11-29 09:41:56Z", NULL), OUTBOX_EINVAL);
+    cr_assert_eq(obx_check_timestamp_field("t", "2026-11-29T09:41:56.Z", NULL), OUTBOX_EINVAL);
+    cr_assert_eq(obx_check_timestamp_field("t", "2026-11-29T09:41:56", NULL), OUTBOX_EINVAL);
     cr_assert_eq(obx_format_timestamp_ms(-1, out, NULL), OUTBOX_EINVAL);
+}
+
+/* Each `bad` has the digits' pattern but names no instant; `why` is in the message. */
+static void
+assert_unreal(const char *bad, const char *why)
+{
+    outbox_error err = {0};
+
+    cr_assert_eq(obx_check_timestamp_field("occurred_at", bad, &err), OUTBOX_EINVAL, "took %s",
+                 bad);
+    cr_assert(strstr(err.message, "occurred_at \"") == err.message, "%s", err.message);
+    cr_assert(strstr(err.message, bad) != NULL, "value not named: %s", err.message);
+    cr_assert(strstr(err.message, why) != NULL, "%s lacks %s", err.message, why);
+}
+
+Test(fields, timestamps_must_name_a_real_day_hour_and_offset)
+{
+    assert_unreal("2026-02-30T10:00:00Z", "day is not a day of that month");
+    assert_unreal("2026-02-29T10:00:00Z", "day is not a day of that month");
+    assert_unreal("1900-02-29T10:00:00Z", "day is not a day of that month");
+    assert_unreal("2026-04-31T10:00:00Z", "day is not a day of that month");
+    assert_unreal("2026-01-00T10:00:00Z", "day is not a day of that month");
+    assert_unreal("2026-13-10T10:00:00Z", "month must be 01 to 12");
+    assert_unreal("2026-00-10T10:00:00Z", "month must be 01 to 12");
+    assert_unreal("2026-02-10T24:00:00Z", "hour must be 00 to 23");
+    assert_unreal("2026-02-10T10:60:00Z", "minute and second must be 00 to 59");
+    assert_unreal("2016-12-31T23:59:60Z", "minute and second must be 00 to 59");
+    assert_unreal("2026-02-10T10:00:00+99:99", "offset must be -23:59 to +23:59");
+    assert_unreal("2026-02-10T10:00:00.5-24:00", "offset must be -23:59 to +23:59");
+    assert_unreal("2026-02-10T10:00:00+01:60", "offset must be -23:59 to +23:59");
+
+    cr_assert_eq(obx_check_timestamp_field("t", "2024-02-29T23:59:59.999999999-23:59", NULL),
+                 OUTBOX_OK);
+    cr_assert_eq(obx_check_timestamp_field("t", "2000-02-29T00:00:00+23:59", NULL), OUTBOX_OK);
+    cr_assert_eq(obx_check_timestamp_field("t", "2026-12-31T00:00:00Z", NULL), OUTBOX_OK);
+    cr_assert_eq(obx_check_timestamp_field("t", "0001-01-01T00:00:00Z", NULL), OUTBOX_OK);
 }
 
 Test(text, utf8_check_refuses_overlongs_surrogates_and_truncation)
