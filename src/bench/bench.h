@@ -100,6 +100,9 @@ void obx_bench_write_batch(PGconn *conn, int count);
 /* Empties the outbox and writes `count` events. */
 void obx_bench_preload(PGconn *conn, long long count);
 
+/* Rows waiting to be published, through the claims' indexes; `first_only`: 0 or more. */
+long long obx_bench_waiting(PGconn *conn, int first_only);
+
 /* Gives the outbox the two-write claim's due index (two_writes) or takes it away. */
 void obx_bench_claim_index(PGconn *conn, int two_writes);
 

@@ -86,6 +86,31 @@ obx_bench_claim_index(PGconn *conn, int two_writes)
                                     : "DROP INDEX IF EXISTS outbox.events_due_idx");
 }
 
+/*
+ * The rows waiting to be published (pending or out for publishing), read
+ * the way the relays find them: fresh ones through the windows' index, the
+ * ones that came back through the retries' index. The outbox has no index
+ * of every waiting row, and a count over the table read every done row
+ * kept in mark mode, many times a second, on the machine being measured.
+ * `first_only`: stop at the first of each kind (is anything left?).
+ */
+long long
+obx_bench_waiting(PGconn *conn, int first_only)
+{
+    char sql[512];
+    const char *limit = first_only ? "LIMIT 1" : "";
+
+    snprintf(sql, sizeof(sql),
+             "SELECT (SELECT count(*) FROM (SELECT 1 FROM outbox.events "
+             "WHERE published_at IS NULL AND next_attempt_at <= created_at "
+             "AND status IN ('pending', 'leased') %s) AS fresh) "
+             "+ (SELECT count(*) FROM (SELECT 1 FROM outbox.events "
+             "WHERE published_at IS NULL AND next_attempt_at > created_at "
+             "AND status IN ('pending', 'leased') %s) AS came_back)",
+             limit, limit);
+    return obx_bench_scalar(conn, sql);
+}
+
 long long
 obx_bench_scalar(PGconn *conn, const char *sql)
 {

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "error.h"
+#include "secret.h"
 
 #include "banned.h" /* last: poisons unsafe functions */
 
@@ -31,21 +32,22 @@ outbox_status
 outbox_schema_name_check(const char *schema, outbox_error *err)
 {
     size_t len;
+    char shown[200]; /* masked: a URL pasted here keeps its password to itself */
 
     obx_error_reset(err);
     if (schema == NULL || schema[0] == '\0') {
         return obx_fail(err, OUTBOX_EINVAL, "schema must not be empty");
     }
     len = strlen(schema);
+    obx_mask_quote(schema, shown, sizeof(shown));
     for (size_t i = 0; i < len; i++) {
         if (!schema_char_ok(schema[i], i == 0) || i >= OBX_SCHEMA_MAX_LEN) {
-            return obx_fail(err, OUTBOX_EINVAL, "schema \"%.80s\" must match [a-z_][a-z0-9_]{0,62}",
-                            schema);
+            return obx_fail(err, OUTBOX_EINVAL, "schema %s must match [a-z_][a-z0-9_]{0,62}",
+                            shown);
         }
     }
     if (strncmp(schema, "pg_", 3) == 0) {
-        return obx_fail(err, OUTBOX_EINVAL, "schema \"%s\" must not start with pg_ (reserved)",
-                        schema);
+        return obx_fail(err, OUTBOX_EINVAL, "schema %s must not start with pg_ (reserved)", shown);
     }
     return OUTBOX_OK;
 }

@@ -16,13 +16,17 @@
 
 #include "common/banned.h" /* last: poisons unsafe functions */
 
-/* Prints `entry` into the error without its user information (passwords). */
+/*
+ * Prints `entry` into the error without its user information (passwords).
+ * The host starts after the last '@', as check_entry() reads it: a password
+ * may hold an '@' of its own.
+ */
 static outbox_status
 refuse(outbox_error *err, const char *field, const char *entry, const char *why)
 {
     const char *scheme_end = strstr(entry, "://");
     const char *host = scheme_end != NULL ? scheme_end + 3 : entry;
-    const char *at = strchr(host, '@');
+    const char *at = strrchr(host, '@');
     int scheme_len = scheme_end != NULL ? (int)(scheme_end - entry) + 3 : 0;
 
     if (at != NULL) {

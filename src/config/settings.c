@@ -16,6 +16,7 @@
 
 #include "common/conninfo.h"
 #include "common/error.h"
+#include "common/secret.h"
 #include "common/text.h"
 #include "common/url_list.h"
 #include "envelope/subject.h"
@@ -23,15 +24,20 @@
 
 #include "common/banned.h" /* last: poisons unsafe functions */
 
-/* NATS stream names become API subjects: one token, short. */
+/*
+ * NATS stream names become API subjects: one token, short. The value is
+ * shown masked: cut short as it is, a URL pasted here would lose the '@'
+ * that tells its password apart.
+ */
 static outbox_status
 stream_name_check(const char *name, outbox_error *err)
 {
     size_t len = strlen(name);
+    char shown[200];
 
     if (len == 0 || len > 32 || !obx_token_valid(name, len)) {
-        return obx_fail(err, OUTBOX_EINVAL, "stream \"%.40s\" must be 1 to 32 of [A-Za-z0-9_-]",
-                        name);
+        obx_mask_quote(name, shown, sizeof(shown));
+        return obx_fail(err, OUTBOX_EINVAL, "stream %s must be 1 to 32 of [A-Za-z0-9_-]", shown);
     }
     return OUTBOX_OK;
 }

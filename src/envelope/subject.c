@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "common/secret.h"
 #include "common/text.h"
 
 #include "common/banned.h" /* last: poisons unsafe functions */
@@ -98,7 +99,8 @@ obx_subject_prefix_check(const char *prefix, outbox_error *err)
 
     if (prefix == NULL || !obx_dotted_tokens_valid(prefix) ||
         strlen(prefix) > OUTBOX_MAX_PREFIX_BYTES) {
-        obx_quote_for_message(prefix ? prefix : "", quoted, sizeof(quoted));
+        /* Masked: a URL pasted here keeps its password to itself. */
+        obx_mask_quote(prefix ? prefix : "", quoted, sizeof(quoted));
         return obx_fail(err, OUTBOX_EINVAL,
                         "subject prefix %s must be tokens of [A-Za-z0-9_-] joined by dots, "
                         "at most %d bytes",
@@ -180,7 +182,7 @@ obx_subject_filter_check(const char *filter, outbox_error *err)
         }
     }
     if (!ok) {
-        obx_quote_for_message(filter ? filter : "", quoted, sizeof(quoted));
+        obx_mask_quote(filter ? filter : "", quoted, sizeof(quoted)); /* as the prefix's */
         return obx_fail(err, OUTBOX_EINVAL,
                         "subject filter %s must be tokens of [A-Za-z0-9_-], * or a final >, "
                         "joined by dots",

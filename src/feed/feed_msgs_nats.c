@@ -86,8 +86,8 @@ metadata_of(natsMsg *msg, struct obx_feed_msg *m)
 }
 
 /* Borrowed views of the messages; anything the publisher sent is passed on. */
-static void
-describe(natsMsg *msg, struct obx_feed_msg *m)
+void
+obx_nats_feed_describe(natsMsg *msg, struct obx_feed_msg *m)
 {
     const char *id = NULL;
     const char *data = natsMsg_GetData(msg);
@@ -120,7 +120,7 @@ fill(struct obx_nats_feed *f, natsMsgList *list, struct obx_feed_batch *out, out
     }
     b->list = *list;
     for (int i = 0; i < list->Count; i++) {
-        describe(list->Msgs[i], &msgs[i]);
+        obx_nats_feed_describe(list->Msgs[i], &msgs[i]);
     }
     out->count = (size_t)list->Count;
     out->msgs = msgs;

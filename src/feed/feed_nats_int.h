@@ -4,7 +4,8 @@
  * bottom up: feed_consumer_nats.c (the durable consumer's settings),
  * feed_nats.c (connection, setup, lifetime), feed_msgs_nats.c (fetch and
  * settle) and feed_open_nats.c (the feed interface over them). Each calls
- * only the ones before it. Nothing else includes it.
+ * only the ones before it. Nothing else includes it but the fuzz target of
+ * a received message.
  */
 #ifndef OBX_FEED_NATS_INT_H
 #define OBX_FEED_NATS_INT_H
@@ -91,6 +92,13 @@ outbox_status obx_nats_feed_connect(struct obx_nats_feed *f, const struct obx_fe
 void obx_nats_feed_close(struct obx_feed *feed);
 
 /* feed_msgs_nats.c */
+
+/*
+ * A received message as the feed hands it on (views borrowed from `msg`):
+ * its headers and body are whatever its publisher sent, so the fuzz target
+ * tests/fuzz/fuzz_message.c drives this with arbitrary ones.
+ */
+void obx_nats_feed_describe(natsMsg *msg, struct obx_feed_msg *m);
 
 outbox_status obx_nats_feed_fetch(struct obx_feed *feed, size_t max, int timeout_ms,
                                   struct obx_feed_batch *out, outbox_error *err);

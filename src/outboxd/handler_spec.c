@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "common/secret.h"
 #include "envelope/subject.h"
 
 #include "common/banned.h" /* last: poisons unsafe functions */
@@ -20,21 +21,33 @@ name_char(char c)
            c == '-' || c == '.';
 }
 
-/* NAME[@FILTER] before the '='; writes the name and a malloc'd filter (or NULL). */
+/*
+ * NAME[@FILTER] before the '='; writes the name and a malloc'd filter (or
+ * NULL). A bad name is shown without the statement or command after the
+ * '=' (it may hold credentials), and masked.
+ */
 static outbox_status
 parse_head(const char *text, size_t head_len, struct obx_handler_spec *out, outbox_error *err)
 {
     const char *at = memchr(text, '@', head_len);
     size_t name_len = at ? (size_t)(at - text) : head_len;
+    char *head = strndup(text, head_len), shown[200];
+    int bad_chars = 0;
 
+    if (head == NULL) {
+        return obx_fail(err, OUTBOX_ENOMEM, "out of memory");
+    }
+    obx_mask_quote(head, shown, sizeof(shown));
+    free(head);
     if (name_len == 0 || name_len > 64) {
-        return obx_fail(err, OUTBOX_EINVAL, "handler %.80s: name must be 1 to 64 characters", text);
+        return obx_fail(err, OUTBOX_EINVAL, "handler %s: name must be 1 to 64 characters", shown);
     }
     for (size_t i = 0; i < name_len; i++) {
-        if (!name_char(text[i])) {
-            return obx_fail(err, OUTBOX_EINVAL,
-                            "handler %.80s: name must be made of [A-Za-z0-9_.-]", text);
-        }
+        bad_chars |= !name_char(text[i]);
+    }
+    if (bad_chars) {
+        return obx_fail(err, OUTBOX_EINVAL, "handler %s: name must be made of [A-Za-z0-9_.-]",
+                        shown);
     }
     memcpy(out->name, text, name_len);
     out->name[name_len] = '\0';
@@ -55,13 +68,15 @@ obx_handler_spec_parse(const char *text, struct obx_handler_spec *out, outbox_er
     const char *eq = text ? strchr(text, '=') : NULL;
     const char *body;
     outbox_status st;
+    char shown[200];
 
     obx_error_reset(err);
     if (eq == NULL) {
+        obx_mask_quote(text, shown, sizeof(shown));
         return obx_fail(err, OUTBOX_EINVAL,
-                        "handler %.80s: expected NAME[@SUBJECT_FILTER]=sql:STATEMENT or "
+                        "handler %s: expected NAME[@SUBJECT_FILTER]=sql:STATEMENT or "
                         "NAME[@SUBJECT_FILTER]=exec:COMMAND",
-                        text ? text : "");
+                        shown);
     }
     st = parse_head(text, (size_t)(eq - text), &spec, err);
     body = eq + 1;

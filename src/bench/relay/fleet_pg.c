@@ -98,9 +98,7 @@ drop_db(PGconn *admin, const struct fleet_db *d)
 static long long
 unfinished(PGconn *conn)
 {
-    return obx_bench_scalar(conn, "SELECT count(*) FROM (SELECT 1 FROM outbox.events "
-                                  "WHERE published_at IS NULL AND status IN ('pending', 'leased') "
-                                  "LIMIT 1) AS due");
+    return obx_bench_waiting(conn, 1) > 0;
 }
 
 /* Polls `conn` until no row is left; returns the seconds since `start`. */

@@ -212,8 +212,7 @@ fresh_database(PGconn *conn, const struct obx_bench_env *fresh)
 static long long
 backlog(PGconn *conn)
 {
-    return obx_bench_scalar(conn, "SELECT count(*) FROM outbox.events "
-                                  "WHERE published_at IS NULL AND status IN ('pending', 'leased')");
+    return obx_bench_waiting(conn, 0);
 }
 
 /*
