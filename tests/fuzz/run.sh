@@ -7,6 +7,10 @@
 # SECONDS_PER_TARGET defaults to 15 (what CI runs; scripts/test --soak runs
 # 300). TARGETs default to all of them (tests/fuzz/fuzz_<target>.c).
 # FUZZ_JOBS sets how many run at once (default 2).
+# FUZZ_RUNS=N (what CI sets) runs N inputs per target from seed 1 and from
+# the committed seeds only, instead of for a time: the same inputs on every
+# machine, so a run that passed once passes again for the same code, and a
+# new finding shows up in a soak or a local run, not as a flaky CI run.
 #
 # Each target starts from its seeds (tests/fuzz/corpus/<target>, its
 # regression inputs, and tests/data/envelopes for the envelope target) and
@@ -34,12 +38,15 @@ run_one() {
   local t=$1 work=$build/fuzz-corpus/$1 artifacts=$build/fuzz-artifacts/$1/
   local log=$build/fuzz-logs/$1.log seeds=(tests/fuzz/corpus/"$t")
   rm -rf "$artifacts" # only this run's crashes are shown
+  [ -n "${FUZZ_RUNS:-}" ] && rm -rf "$work" # reproducible: the committed seeds only
   mkdir -p "$work" "$artifacts" "$(dirname "$log")"
   [ -d tests/fuzz/regressions/"$t" ] && seeds+=(tests/fuzz/regressions/"$t")
   [ "$t" = envelope ] && seeds+=(tests/data/envelopes/valid tests/data/envelopes/invalid)
   # -timeout: one input taking 10 s is a hang; -rss_limit_mb: a parser
   # that allocates without bound fails too.
-  "$build/bin/fuzz_$t" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+  local bound=(-max_total_time="$seconds")
+  [ -n "${FUZZ_RUNS:-}" ] && bound=(-runs="$FUZZ_RUNS" -seed=1)
+  "$build/bin/fuzz_$t" "${bound[@]}" -timeout=10 -rss_limit_mb=2048 \
     -max_len=8192 -print_final_stats=1 -artifact_prefix="$artifacts" \
     "$work" "${seeds[@]}" >"$log" 2>&1
 }
@@ -74,7 +81,7 @@ for t in "${targets[@]}"; do
   running+=("$t")
 done
 
-echo "fuzzing: $seconds s per target"
+if [ -n "${FUZZ_RUNS:-}" ]; then echo "fuzzing: $FUZZ_RUNS inputs per target from seed 1"; else echo "fuzzing: $seconds s per target"; fi
 for t in "${targets[@]}"; do
   if wait "${pid_of[$t]}"; then
     summary "$t" ok
