@@ -184,7 +184,8 @@ Test(store_connection, a_prepared_statement_whose_plan_went_stale_is_prepared_ag
 
 Test(store_connection, an_unreachable_server_is_unavailable_not_an_error_in_the_input)
 {
-    struct obx_store_options opts = {"host=127.0.0.1 port=1 connect_timeout=2", "outbox", NULL, NULL};
+    struct obx_store_options opts = {"host=127.0.0.1 port=1 connect_timeout=2", "outbox", NULL,
+                                     NULL};
     struct obx_store_options bad_schema = {harness_db_url(), "Robert'); DROP", NULL, NULL};
     struct obx_store *store = NULL;
     outbox_error err;
