@@ -28,7 +28,7 @@ SELECT count(*) AS given_back,
            SELECT 1
              FROM /*schema*/events
             WHERE published_at IS NULL
-              AND (next_attempt_at > created_at OR tx IS NULL OR status <> 'pending')
+              AND next_attempt_at > created_at
               AND next_attempt_at <= now()
               AND (status = 'pending' OR (status = 'leased' AND leased_until < now()))) AS retries_due
   FROM given

@@ -91,9 +91,20 @@ WITH cur AS MATERIALIZED (
                              (pg_snapshot_xmin(cur.s_hi)::text::bigint - 1)::text::xid8),
            pos_id = coalesce((SELECT id FROM last), 'ffffffff-ffff-ffff-ffff-ffffffffffff'::uuid)
       FROM cur, done_with_window AS w
+), floor AS (
+    -- Every few seconds, where a relay that lost the cursor must start: no
+    -- row the windows have not published is below the window's xmin or the
+    -- lowest tx of an open claim's rows. A first window (no s_lo) starts at
+    -- the floor and leaves it.
+    UPDATE /*schema*/relay_floor AS f
+       SET tx = least(pg_snapshot_xmin(cur.s_lo),
+                      (SELECT min(min_tx) FROM /*schema*/relay_claims)),
+           written_at = now()
+      FROM cur
+     WHERE f.written_at < now() - interval '2 seconds' AND cur.s_lo IS NOT NULL
 ), claim AS (
-    INSERT INTO /*schema*/relay_claims (token, holder, ids, expires_at)
-    SELECT gen_random_uuid(), $3, array_agg(id), now() + make_interval(secs => $2)
+    INSERT INTO /*schema*/relay_claims (token, holder, ids, expires_at, min_tx)
+    SELECT gen_random_uuid(), $3, array_agg(id), now() + make_interval(secs => $2), min(tx)
       FROM taken
     HAVING count(*) > 0
     RETURNING token

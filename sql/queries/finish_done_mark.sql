@@ -11,6 +11,9 @@ WITH claim AS (
 )
 UPDATE /*schema*/events AS e
    SET status = 'done', published_at = now(), leased_until = NULL, lease_token = NULL,
+           -- A row that came back leaves the retries' index; a fresh one keeps
+           -- its value, so no indexed column changes and the update is HOT.
+           next_attempt_at = least(e.next_attempt_at, e.created_at),
        stream_seq = s.seq
   FROM unnest($2::uuid[], $3::bigint[]) AS s(id, seq)
  WHERE e.id = s.id

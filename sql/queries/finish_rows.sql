@@ -10,8 +10,9 @@
 -- lease ran out (another relay holds the row now) changes nothing; the
 -- caller counts those rows as lost. A retry that reaches $6 attempts goes
 -- dead with a dead letter; otherwise it waits backoff_ms() in database time.
--- Dead and invalid rows park at next_attempt_at 'infinity', out of the
--- claim's way (they keep published_at NULL, so they stay in its index).
+-- Dead and invalid rows park at next_attempt_at 'infinity', at the end of
+-- the retries' index, past every lease. A done row's update changes no
+-- indexed column (0013), so in mark mode it is HOT.
 WITH claim AS (
     -- A window claim's rows are held while its claim row is; deleting it
     -- here fences a holder whose claim ran out (given back, leased again).
@@ -30,6 +31,9 @@ WITH claim AS (
 ), marked AS (
     UPDATE /*schema*/events AS e
        SET status = 'done', published_at = now(), leased_until = NULL, lease_token = NULL,
+           -- A row that came back leaves the retries' index; a fresh one keeps
+           -- its value, so no indexed column changes and the update is HOT.
+           next_attempt_at = least(e.next_attempt_at, e.created_at),
            stream_seq = i.seq
       FROM input AS i
      WHERE e.id = i.id AND i.outcome = 'done' AND NOT $5::boolean

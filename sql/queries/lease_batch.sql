@@ -2,8 +2,7 @@
 -- $1: batch limit; $2: lease seconds; $3: max lease expiries (>= 1).
 -- Takes the rows that came back, not fresh ones (those are claimed by
 -- window, claim_window.sql): a retry, a release, a requeue, a window claim
--- run out, all with next_attempt_at after created_at (and rows older than
--- the windows, with no tx). Due: pending with next_attempt_at reached, or
+-- run out, all with next_attempt_at after created_at. Due: pending with next_attempt_at reached, or
 -- leased with the lease run out (a leased row keeps the next_attempt_at it
 -- was leased at). One scan of events_retry_idx finds both, oldest first;
 -- claimed by state, never by an id cursor. (outbox-bench's comparison with
@@ -12,8 +11,8 @@
 -- given back that claim's events_due_idx, loader_pg.c.) The candidates are
 -- a MATERIALIZED CTE with its LIMIT, so the planner cannot re-run a locking
 -- subquery and the batch never exceeds $1 (the LIMIT-in-subquery trap).
--- SKIP LOCKED gives replicas disjoint batches. The update is not HOT
--- (events_retry_idx names status), which only rows that came back pay.
+-- SKIP LOCKED gives replicas disjoint batches. The update is HOT when the
+-- row's page has room (no index names a column it changes).
 -- An expired lease counts one lease expiry; the one that reaches $3 turns
 -- the row dead with a dead letter instead of leasing it again, so a row
 -- that crashes every relay that takes it stops after $3 tries. A row whose
@@ -33,8 +32,7 @@ WITH candidates AS MATERIALIZED (
            OR (status = 'pending' AND lease_expiries >= $3) AS quarantine,
            status = 'leased' AND lease_expiries > 0 AS suspect
       FROM /*schema*/events
-     WHERE published_at IS NULL AND (/*came_back*/ next_attempt_at > created_at OR tx IS NULL
-                                  OR status <> 'pending')
+     WHERE published_at IS NULL AND (/*came_back*/ next_attempt_at > created_at)
        AND next_attempt_at <= now()
        AND (status = 'pending' OR (status = 'leased' AND leased_until < now()))
      ORDER BY next_attempt_at

@@ -17,13 +17,15 @@ SELECT
                 FROM /*schema*/events
                WHERE published_at IS NULL AND next_attempt_at <= created_at
                  AND status = 'pending'
+                 -- Published rows stay in the index (0013): start at the
+                 -- floor, past all but the last few seconds' of them.
+                 AND tx >= (SELECT tx FROM /*schema*/relay_floor)
                ORDER BY tx, id
                LIMIT 1)
              UNION ALL
              (SELECT next_attempt_at
                 FROM /*schema*/events
-               WHERE published_at IS NULL
-                 AND (next_attempt_at > created_at OR tx IS NULL OR status <> 'pending')
+               WHERE published_at IS NULL AND next_attempt_at > created_at
                  AND status = 'pending' AND next_attempt_at <= now()
                ORDER BY next_attempt_at
                LIMIT 1)) AS d)
@@ -44,8 +46,7 @@ SELECT
              SELECT h.created_at
                FROM (SELECT created_at, status
                        FROM /*schema*/events
-                      WHERE published_at IS NULL
-                        AND (next_attempt_at > created_at OR tx IS NULL OR status <> 'pending')
+                      WHERE published_at IS NULL AND next_attempt_at > created_at
                       ORDER BY next_attempt_at
                       LIMIT 20000) AS h
               WHERE h.status = 'leased') AS u)

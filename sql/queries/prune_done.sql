@@ -14,8 +14,9 @@
 -- once a batch: 100,000 of them cost 20 x 100,000 row visits a pass before.
 -- Once the key range has no more to give, the batch fills from the rows
 -- whose id is not in that range (a foreign writer's gen_random_uuid(), a
--- v7 stamped in the future), through events_off_key_order_idx (0009) in
--- published_at order: it stops at the first row not yet due. The Append
+-- v7 stamped in the future), through events_off_key_order_idx (0013) in
+-- created_at order: it stops at the first row created after the cutoff,
+-- stepping over the few created before it and published since. The Append
 -- runs its second arm only when the first ran dry, and the outer LIMIT
 -- keeps the batch at $2.
 WITH old AS MATERIALIZED (
@@ -32,12 +33,14 @@ WITH old AS MATERIALIZED (
             UNION ALL
             SELECT * FROM (SELECT id, false
                FROM /*schema*/events
-              WHERE /*schema*/uuid_v7_after(id, published_at)
+              WHERE /*schema*/uuid_v7_after(id, created_at)
+                -- Created before published: the index's bound.
+                AND created_at < now() - make_interval(secs => $1)
                 AND published_at < now() - make_interval(secs => $1)
                 -- A row of the key range is the first arm's, at its place.
                 AND id >= /*schema*/uuid_v7_floor(now() - make_interval(secs => $1))
                 AND status = 'done'
-              ORDER BY published_at
+              ORDER BY created_at
               LIMIT $2
                 FOR UPDATE SKIP LOCKED) AS off_range) AS o
      LIMIT $2

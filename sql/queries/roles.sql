@@ -50,6 +50,7 @@ GRANT UPDATE (status, attempts, lease_expiries, next_attempt_at, leased_until, l
 GRANT SELECT, INSERT, UPDATE ON /*schema*/dead_letters TO outbox_relay;
 -- The window claim's cursor and claim rows (0010).
 GRANT SELECT, INSERT, UPDATE, DELETE ON /*schema*/relay_cursor, /*schema*/relay_claims TO outbox_relay;
+GRANT SELECT, UPDATE ON /*schema*/relay_floor TO outbox_relay;
 GRANT SELECT ON /*schema*/schema_migrations TO outbox_relay;
 
 GRANT SELECT, INSERT, UPDATE, DELETE ON /*schema*/processed_events TO outbox_consumer;

@@ -88,21 +88,32 @@ obx_bench_claim_index(PGconn *conn, int two_writes)
 
 /*
  * The rows waiting to be published (pending or out for publishing), read
- * the way the relays find them: fresh ones through the windows' index, the
- * ones that came back through the retries' index. The outbox has no index
- * of every waiting row, and a count over the table read every done row
- * kept in mark mode, many times a second, on the machine being measured.
- * `first_only`: stop at the first of each kind (is anything left?).
+ * the way the relays find them: fresh ones through the windows' index from
+ * the floor (published rows stay in that index, behind it), the ones that
+ * came back through the retries' index. With the two-write claim's index
+ * back (obx_bench_claim_index), through that one: the floor does not move
+ * under that claim. The outbox has no index of every waiting row, and a
+ * count over the table read every done row kept in mark mode, many times a
+ * second, on the machine being measured. `first_only`: stop at the first
+ * of each kind (is anything left?).
  */
 long long
 obx_bench_waiting(PGconn *conn, int first_only)
 {
-    char sql[512];
+    char sql[640];
     const char *limit = first_only ? "LIMIT 1" : "";
 
+    if (obx_bench_scalar(conn, "SELECT (to_regclass('outbox.events_due_idx') IS NOT NULL)::int")) {
+        snprintf(sql, sizeof(sql),
+                 "SELECT count(*) FROM (SELECT 1 FROM outbox.events WHERE published_at IS NULL "
+                 "AND status IN ('pending', 'leased') %s) AS waiting",
+                 limit);
+        return obx_bench_scalar(conn, sql);
+    }
     snprintf(sql, sizeof(sql),
              "SELECT (SELECT count(*) FROM (SELECT 1 FROM outbox.events "
              "WHERE published_at IS NULL AND next_attempt_at <= created_at "
+             "AND tx >= (SELECT tx FROM outbox.relay_floor) "
              "AND status IN ('pending', 'leased') %s) AS fresh) "
              "+ (SELECT count(*) FROM (SELECT 1 FROM outbox.events "
              "WHERE published_at IS NULL AND next_attempt_at > created_at "

@@ -60,8 +60,9 @@ TestSuite(lease_plan, .init = setup, .fini = teardown, .timeout = 240);
  * Inserts `n` copies of the template row with fresh ids, in `status`, with
  * the SQL expressions given for next_attempt_at and published_at (`s` is
  * the row's number, 1..n), with ids from `id_sql`. Rows waiting in backoff
- * carry 3 attempts. load()'s ids are UUIDv7 in load order, as the writers
- * make them: the primary key then follows the heap, which makes reading it
+ * carry 3 attempts. A row is created at its next_attempt_at when that has
+ * passed (a fresh row), now otherwise (a row that came back). load()'s ids are UUIDv7 in load
+ * order, as the writers make them: the primary key then follows the heap, which makes reading it
  * whole look cheap to the planner.
  */
 static void
@@ -73,13 +74,16 @@ load_ids(long long n, const char *id_sql, const char *status, const char *next_a
     harness_exec(conn, "ALTER TABLE outbox.events DISABLE TRIGGER USER");
     snprintf(sql, sizeof(sql),
              "INSERT INTO outbox.events (id, aggregate_type, aggregate_id, event_type, tenant_id, "
-             "data_subject, envelope, status, attempts, next_attempt_at, published_at) "
+             "data_subject, envelope, status, attempts, next_attempt_at, published_at, "
+             "created_at) "
              "SELECT g.id, t.aggregate_type, t.aggregate_id, t.event_type, t.tenant_id, "
              "t.data_subject, jsonb_set(t.envelope, '{id}', to_jsonb(g.id::text)), '%s', "
-             "CASE WHEN '%s' = 'pending' AND %s > now() THEN 3 ELSE 0 END, %s, %s "
+             "CASE WHEN '%s' = 'pending' AND %s > now() THEN 3 ELSE 0 END, %s, %s, "
+             "least(%s, now()) "
              "FROM template AS t, "
              "(SELECT %s AS id, s FROM generate_series(1, %lld) AS s) AS g",
-             status, status, next_attempt_at, next_attempt_at, published_at, id_sql, n);
+             status, status, next_attempt_at, next_attempt_at, published_at, next_attempt_at,
+             id_sql, n);
     harness_exec(conn, sql);
     harness_exec(conn, "ALTER TABLE outbox.events ENABLE ALWAYS TRIGGER events_row_valid");
     harness_exec(conn, "ALTER TABLE outbox.events ENABLE TRIGGER events_wakeup");
@@ -441,12 +445,13 @@ Test(lease_plan, large_backlog_with_fresh_statistics)
 
 Test(lease_plan, dead_index_entries_between_vacuums)
 {
-    /* 200,000 rows relayed (marked done) since the last vacuum: each left a dead entry in
-     * events_window_idx, in front of the rows due now. Statistics from before. */
+    /* 200,000 rows relayed (pruned) since the last vacuum: each left a dead entry in
+     * events_window_idx, in front of the rows due now (a relay that lost its cursor
+     * starts there). Statistics from before. */
     load_due(1000);
     harness_exec(conn, "ANALYZE outbox.events");
     load_due(200000);
-    harness_exec(conn, "UPDATE outbox.events SET status = 'done', published_at = now() "
+    harness_exec(conn, "DELETE FROM outbox.events "
                        "WHERE id IN (SELECT id FROM outbox.events "
                        "ORDER BY next_attempt_at LIMIT 200000)");
     cr_assert_eq(helper_count(conn, "published_at IS NULL"), 1000);
@@ -480,6 +485,9 @@ Test(lease_plan, many_done_rows_retained)
      * analyzed, under a small backlog. */
     load(200000, "done", "now() - interval '2 hours'", "now() - interval '1 hour'");
     harness_exec(conn, "VACUUM ANALYZE outbox.events");
+    /* They stay in events_window_idx (the mark is a HOT update), behind the floor the
+     * claims that took them wrote (test_window_claim shows the claims write it). */
+    harness_exec(conn, "UPDATE outbox.relay_floor SET tx = pg_current_xact_id()");
     load_due(500);
     expect_ordered_scan("done rows retained", 0, 0);
     expect_ordered_scan("done rows retained", 1, 0);
@@ -487,6 +495,47 @@ Test(lease_plan, many_done_rows_retained)
     expect_window_scan("done rows retained", 1, 0);
     expect_full_lease("done rows retained");
     expect_bounded_health("done rows retained", HEALTH_ROWS);
+}
+
+Test(lease_plan, a_relay_that_lost_its_cursor_starts_at_the_floor)
+{
+    /* 5,000 rows relayed by real claims in mark mode (published, kept, still in
+     * events_window_idx), 300 written since and two claims of them open; then a crash
+     * empties the unlogged cursor and claims. The first claim after it starts at the floor
+     * the claims wrote: it reads waiting rows only, not the 5,000 published before. */
+    struct obx_finish_options opts = helper_finish_options(OBX_FINISH_MARK, 5);
+    struct obx_lease lease, open[2];
+    outbox_error err;
+    json_error_t jerr;
+    char *text = NULL;
+    json_t *doc, *rest;
+    long long rows;
+
+    load_due(5000);
+    for (int i = 0; i < 5; i++) {
+        helper_lease(store, 1000, 60, &lease);
+        cr_assert_eq(helper_finish_all(store, &lease, OBX_ROW_DONE, NULL, &opts).done, 1000);
+        obx_lease_fini(&lease);
+    }
+    load_due(300);
+    harness_exec(conn, "UPDATE outbox.relay_floor SET written_at = now() - interval '1 minute'");
+    helper_lease(store, LIMIT, 60, &open[0]);
+    helper_lease(store, LIMIT, 60, &open[1]);
+    harness_exec(conn, "TRUNCATE outbox.relay_cursor, outbox.relay_claims");
+    cr_assert_eq(obx_store_claim_plan(store, LIMIT, 1, &text, &err), OUTBOX_OK, "%s", err.message);
+    doc = json_loads(text, 0, &jerr);
+    cr_assert(doc != NULL, "EXPLAIN JSON does not parse: %s", jerr.text);
+    rest = find_subplan(json_object_get(json_array_get(doc, 0), "Plan"), "CTE rest");
+    cr_assert(rest != NULL, "no CTE rest: %s", text);
+    rows = rows_read(rest, "events", "cursor lost", text);
+    cr_log_info("cursor lost: the first claim read %lld rows", rows);
+    cr_assert_leq(rows, 300, "the first claim after a lost cursor read %lld rows (<= 300): %s",
+                  rows, text);
+    json_decref(doc);
+    free(text);
+    expect_full_lease("cursor lost");
+    obx_lease_fini(&open[0]);
+    obx_lease_fini(&open[1]);
 }
 
 Test(lease_plan, long_backlog_in_retry_backoff)
@@ -674,7 +723,7 @@ Test(lease_plan, prune_reads_the_due_rows_of_a_foreign_writer_only)
     /* A foreign writer's gen_random_uuid() ids sort anywhere: 100,000 of its rows were
      * published within the retention (2 hours), 300 before it, beside 100,000 of our
      * own published within it. A batch takes 100 of the 300 through their index, in
-     * published_at order, and reads none of the rows not yet due there. The few random
+     * created_at order, and reads none of the rows not yet due there. The few random
      * ids that read as a time before the cutoff (0.6 %) are in the key range: read
      * there, and counted in the bound. */
     long long in_range;

@@ -216,3 +216,111 @@ Test(window_claim, a_cursor_lost_in_a_crash_starts_over_and_loses_nothing)
     obx_lease_fini(&first);
     obx_lease_fini(&again);
 }
+
+/* Makes the next claim write the floor (it does every few seconds). */
+static void
+floor_due(void)
+{
+    harness_exec(conn, "UPDATE outbox.relay_floor SET written_at = now() - interval '1 minute'");
+}
+
+Test(window_claim, an_open_claim_keeps_the_floor_below_its_rows)
+{
+    struct obx_lease held, next, after;
+    struct obx_finish_options opts = helper_finish_options(OBX_FINISH_MARK, 5);
+    char *held_id;
+
+    helper_enqueue(conn, 4);
+    helper_lease(store, 2, 60, &held); /* in flight while the windows move on */
+    helper_enqueue(conn, 3);
+    helper_lease(store, 100, 60, &next); /* the first window's rest, then the next window */
+    cr_assert_eq(next.count, 5);
+    floor_due();
+    helper_enqueue(conn, 1);
+    helper_lease(store, 100, 60, &after); /* writes the floor: the window's xmin is past held */
+    cr_assert_eq(after.count, 1);
+    held_id = strdup(obx_lease_id(&held, 0));
+    {
+        char sql[256];
+
+        snprintf(sql, sizeof(sql),
+                 "SELECT count(*) FROM outbox.events WHERE id = '%s' "
+                 "AND tx >= (SELECT tx FROM outbox.relay_floor)",
+                 held_id);
+        cr_assert_eq(harness_scalar_ll(conn, sql), 1,
+                     "the floor passed the rows of a claim still open");
+    }
+    (void)helper_finish_all(store, &next, OBX_ROW_DONE, NULL, &opts);
+    (void)helper_finish_all(store, &after, OBX_ROW_DONE, NULL, &opts);
+    obx_lease_fini(&next);
+    obx_lease_fini(&after);
+    /* A crash: the cursor and the claims are gone; the floor is not. */
+    harness_exec(conn, "TRUNCATE outbox.relay_cursor, outbox.relay_claims");
+    helper_lease(store, 100, 60, &next);
+    cr_assert_eq(next.count, 2, "the open claim's rows are claimed again, and only they");
+    cr_assert(helper_lease_has(&next, held_id));
+    free(held_id);
+    obx_lease_fini(&held);
+    obx_lease_fini(&next);
+}
+
+Test(window_claim, the_floor_passes_published_rows)
+{
+    struct obx_lease lease;
+    struct obx_finish_options opts = helper_finish_options(OBX_FINISH_MARK, 5);
+
+    helper_enqueue(conn, 30);
+    helper_lease(store, 100, 60, &lease);
+    (void)helper_finish_all(store, &lease, OBX_ROW_DONE, NULL, &opts);
+    obx_lease_fini(&lease);
+    floor_due();
+    helper_enqueue(conn, 1);
+    helper_lease(store, 100, 60, &lease);
+    cr_assert_eq(lease.count, 1);
+    cr_assert_eq(helper_count(conn, "published_at IS NOT NULL "
+                                    "AND tx >= (SELECT tx FROM outbox.relay_floor)"),
+                 0, "a relay that lost its cursor would read the published rows again");
+    cr_assert_eq(helper_count(conn, "published_at IS NULL "
+                                    "AND tx < (SELECT tx FROM outbox.relay_floor)"),
+                 0, "the floor passed a row not yet published");
+    obx_lease_fini(&lease);
+}
+
+Test(window_claim, mark_mode_finishes_a_batch_in_place)
+{
+    struct obx_lease lease;
+    struct obx_finish_options opts = helper_finish_options(OBX_FINISH_MARK, 5);
+    struct obx_finish_counts counts;
+    long long in_place;
+    char *indexed;
+
+    /* No index may name a column the finish changes, or its update cannot be HOT. */
+    indexed = harness_scalar_text(
+        conn, "SELECT coalesce(string_agg(c.relname || '.' || a.attname, ', '), '') "
+              "FROM pg_index AS i JOIN pg_class AS c ON c.oid = i.indexrelid "
+              "JOIN pg_attribute AS a ON a.attrelid = i.indrelid AND a.attnum > 0 "
+              "WHERE i.indrelid = 'outbox.events'::regclass "
+              "AND a.attname IN ('status', 'published_at', 'leased_until', 'lease_token', "
+              "'stream_seq') AND (a.attnum = ANY (i.indkey::int2[]) "
+              "OR pg_get_expr(i.indpred, i.indrelid) ~ ('\\m' || a.attname || '\\M') "
+              "OR pg_get_expr(i.indexprs, i.indrelid) ~ ('\\m' || a.attname || '\\M'))");
+    cr_assert_str_eq(indexed, "", "indexes name what the mark changes: %s", indexed);
+    free(indexed);
+    /* And every row of a full batch is marked on its own page, with no index entry: a
+     * heap-only tuple (pageinspect's HEAP_ONLY_TUPLE bit). */
+    harness_exec(conn, "CREATE EXTENSION IF NOT EXISTS pageinspect");
+    helper_enqueue(conn, 100);
+    helper_lease(store, 100, 60, &lease);
+    counts = helper_finish_all(store, &lease, OBX_ROW_DONE, NULL, &opts);
+    cr_assert_eq(counts.done, 100);
+    in_place = harness_scalar_ll(conn, "SELECT count(*) FROM outbox.events AS e, "
+                                       "LATERAL heap_page_items(get_raw_page('outbox.events', "
+                                       "(e.ctid::text::point)[0]::int)) AS p "
+                                       "WHERE p.lp = (e.ctid::text::point)[1]::int "
+                                       "AND p.t_infomask2 & 32768 <> 0");
+    cr_assert_eq(in_place, 100,
+                 "%lld of 100 marked rows were moved off their page or into "
+                 "the indexes",
+                 100 - in_place);
+    obx_lease_fini(&lease);
+}
