@@ -5,8 +5,9 @@
 # the HEALTHCHECK passing against a running daemon, what it adds to its
 # base), then runs deploy/compose.yaml with podman-compose and a generated
 # host-network override (host_override.py), writes events, sees each
-# handled exactly once, SIGKILLs a relay container mid-flight and sees
-# nothing lost. Everything it started is removed on every exit path.
+# handled exactly once, asks the compose file's Prometheus whether it
+# scrapes every replica and loaded the alerting rules, SIGKILLs a relay
+# container mid-flight and sees nothing lost. Everything it started is removed on every exit path.
 set -euo pipefail
 # shellcheck source=tests/container/common.sh
 . "$(dirname "$0")/common.sh"
@@ -77,9 +78,10 @@ log "image: $((size / 1000000)) MB, $added_mb MB over debian:bookworm-slim ($((b
 python3 "$here/host_override.py" "$repo/deploy/compose.yaml" "$work/override.yaml" "$work/ports"
 . "$work/ports"
 compose=(env OUTBOX_IMAGE="$image" POSTGRES_IMAGE="$pg_image" NATS_IMAGE="$nats_image"
+  PROMETHEUS_IMAGE="$prom_image"
   podman-compose --podman-path "$here/podman-host-net" -p "$project"
   -f "$repo/deploy/compose.yaml" -f "$work/override.yaml")
-log "compose up (postgres :$PG_PORT, nats :$NATS_PORT, daemons: $DAEMONS)"
+log "compose up (postgres :$PG_PORT, nats :$NATS_PORT, prometheus :$PROM_PORT, daemons: $DAEMONS)"
 "${compose[@]}" up -d >"$work/up.log" 2>&1 || {
   grep -v '^ \*\* merged\|^ *[]{}[]\|^ *"' "$work/up.log" | tail -30 >&2
   fail "podman-compose up"
@@ -142,6 +144,12 @@ write 200
 wait_for 60 "200 events handled" all_handled
 check_exactly_once "before the kill"
 
+# Graphs and alerts: Prometheus (1 s scrapes here) has every replica up,
+# the rules loaded, and the 200 events in its counters.
+# shellcheck disable=SC2086 # one argument per replica
+python3 "$here/check_prometheus.py" "$PROM_PORT" "$repo/deploy/prometheus/outbox-alerts.yml" 30 \
+  $DAEMONS --published 200 || fail "Prometheus of the compose file"
+
 # The kill must land while relay-2 holds leases: the other relays stop
 # (gracefully), relay-2 works alone through a backlog one row per lease
 # (OUTBOX_BATCH_SIZE=1 in the override), and is SIGKILLed half-way.
@@ -179,4 +187,4 @@ done
 left=$(podman ps -aq --filter "label=io.podman.compose.project=$project" | wc -l)
 [ "$left" = 0 ] || fail "$left containers left after down"
 compose=()
-log "PASS: image, health checks, compose with 3 relays and 2 consumers, exactly once across a relay kill"
+log "PASS: image, health checks, compose with 3 relays, 2 consumers and Prometheus, exactly once across a relay kill"
