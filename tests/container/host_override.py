@@ -103,8 +103,10 @@ def main():
                 }
             )
             if replica == "relay-2":
-                # One row per lease: the test SIGKILLs it while it holds one.
+                # One row per claim, held while nats-server is paused: the
+                # test SIGKILLs it then, before it would give the row back.
                 env["OUTBOX_BATCH_SIZE"] = "1"
+                env["OUTBOX_PUBLISH_TIMEOUT_MS"] = "120000"
             if i == 1:
                 out[name] = {
                     "network_mode": "host",
