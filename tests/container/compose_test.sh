@@ -46,7 +46,7 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 container_setup
-build_images
+build_images --with-prometheus
 
 # ---- the image ----------------------------------------------------------------------------
 run_plain() { podman run --rm --no-healthcheck "$@"; }
