@@ -62,6 +62,22 @@ parts_text(unsigned parts, char *buf, size_t cap)
     return buf;
 }
 
+/*
+ * One cell's text: a '|' would end the cell and shift the rest of the row
+ * (choices such as "mark|prune"), so it is written "\|", which Markdown
+ * shows as '|', also inside `code`.
+ */
+static void
+put_cell(FILE *out, const char *text)
+{
+    for (const char *p = text; *p != '\0'; p++) {
+        if (*p == '|') {
+            fputc('\\', out);
+        }
+        fputc(*p, out);
+    }
+}
+
 void
 obx_config_print_markdown(FILE *out)
 {
@@ -74,9 +90,18 @@ obx_config_print_markdown(FILE *out)
         const struct obx_setting *s = &obx_settings[i];
 
         obx_setting_key(s, key, sizeof(key));
-        fprintf(out, "| `%s` | `%s` | %s%s%s | %s | %s | %s |\n", s->env, key,
-                s->fallback ? "`" : "", s->fallback ? s->fallback : "(unset)",
-                s->fallback ? "`" : "", type_text(s, range, sizeof(range)),
-                parts_text(s->parts, parts, sizeof(parts)), s->help);
+        fputs("| `", out);
+        put_cell(out, s->env);
+        fputs("` | `", out);
+        put_cell(out, key);
+        fputs(s->fallback ? "` | `" : "` | ", out);
+        put_cell(out, s->fallback ? s->fallback : "(unset)");
+        fputs(s->fallback ? "` | " : " | ", out);
+        put_cell(out, type_text(s, range, sizeof(range)));
+        fputs(" | ", out);
+        put_cell(out, parts_text(s->parts, parts, sizeof(parts)));
+        fputs(" | ", out);
+        put_cell(out, s->help);
+        fputs(" |\n", out);
     }
 }

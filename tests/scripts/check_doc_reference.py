@@ -13,6 +13,9 @@ Usage: check_doc_reference.py SOURCE_DIR
    setting or metric without its reference cannot pass.
 3. The metrics table of docs/operations.md (what to alert on) names exactly
    the metrics of docs/reference/metrics.md.
+4. Every Markdown table of README.md and docs/ has as many cells in each row
+   as in its header: a `|` in a cell's text must be written `\|` (also inside
+   `code`), or it splits the cell and shifts the rest of the row.
 """
 import os
 import re
@@ -59,6 +62,43 @@ def table_names(path, header):
             for n in expand(tok) if n.startswith('outbox_')}
 
 
+CELL_SPLIT = re.compile(r'(?<!\\)\|')
+
+
+def cells(row):
+    """The cells of `| a | b |`: the pipes not escaped, less the two at the ends."""
+    row = row.strip()
+    row = row[1:] if row.startswith('|') else row
+    row = row[:-1] if row.endswith('|') and not row.endswith('\\|') else row
+    return len(CELL_SPLIT.split(row))
+
+
+def table_problems(root):
+    """Rows of Markdown tables whose cell count differs from their header's."""
+    docs = [os.path.join(root, 'README.md')]
+    for folder, _, files in os.walk(os.path.join(root, 'docs')):
+        docs += [os.path.join(folder, f) for f in files if f.endswith('.md')]
+    out = []
+    for doc in sorted(docs):
+        with open(doc, encoding='utf-8') as f:
+            lines = f.read().split('\n')
+        fenced, want = False, None
+        for i, line in enumerate(lines):
+            if line.startswith('```'):
+                fenced = not fenced
+            if fenced or not line.startswith('|'):
+                want = None
+                continue
+            if want is None:
+                if i + 1 < len(lines) and re.match(r'^\|(\s*:?-+:?\s*\|)+\s*$', lines[i + 1]):
+                    want = cells(line)
+                continue
+            if cells(line) != want:
+                out.append(f'{os.path.relpath(doc, root)}:{i + 1}: a table row of {cells(line)} cells '
+                           f'under a header of {want} (a | in a cell must be written \\|)')
+    return out
+
+
 def main():
     root = os.path.abspath(sys.argv[1])
     problems = []
@@ -93,6 +133,8 @@ def main():
                         'what to alert on')
     for name in sorted(documented - served):
         problems.append(f'docs/operations.md\'s metrics table lists {name}, which no daemon serves')
+
+    problems += table_problems(root)
 
     for p in problems:
         print('FAIL', p)

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The alerting rules (deploy/prometheus/outbox-alerts.yml) load, their unit
+# The alerting rules (deploy/prometheus/outbox-alerts.yml) load, and so
+# does the compose file's Prometheus config (prometheus.yml), their unit
 # tests (tests/prometheus/outbox-alerts.test.yml) pass, and every outbox_*
 # metric they name is in the metrics table of docs/operations.md, so a renamed metric fails
 # here rather than leaving an alert that can never fire.
@@ -13,6 +14,8 @@ if ! command -v promtool >/dev/null; then
   exit 1
 fi
 promtool check rules "$rules"
+# The compose file's Prometheus config, and the rule file it loads by a relative path.
+promtool check config "$root/deploy/prometheus/prometheus.yml"
 promtool test rules "$tests"
 # The metrics table: from its header line to the first line that is not a row.
 # A name like outbox_relay_{leased,published}_total stands for each name it
