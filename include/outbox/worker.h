@@ -86,6 +86,9 @@ typedef enum outbox_relay_stat_id {
     OUTBOX_RELAY_LEASE_EXPIRIES, /* rows taken over after their lease ran out with no
                                   * outcome (a relay died or stalled): leased again or
                                   * quarantined */
+    /* Sampled, as above: */
+    OUTBOX_RELAY_CLAIM_OPEN_SECONDS, /* age of the oldest window claim still out (held by
+                                      * no transaction: it holds back no vacuum) */
 } outbox_relay_stat_id;
 
 /*

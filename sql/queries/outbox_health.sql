@@ -84,6 +84,12 @@ SELECT
             AND a.datname = current_database() AND a.pid <> pg_backend_pid()),
         (SELECT extract(epoch FROM now() - min(p.prepared))::bigint FROM pg_prepared_xacts AS p
           WHERE p.database = current_database()),
-        0) AS horizon_age_s
+        0) AS horizon_age_s,
+    -- How long the oldest window claim has been out. A claim holds no
+    -- transaction open, so it holds back no vacuum; at its end
+    -- (OUTBOX_LEASE_SECONDS, renewed while its batch is published) the next
+    -- claim gives its rows back.
+    (SELECT coalesce(extract(epoch FROM now() - min(claimed_at))::bigint, 0)
+       FROM /*schema*/relay_claims) AS claim_open_s
   FROM pg_stat_user_tables AS t
  WHERE t.schemaname = $1 AND t.relname = 'events'

@@ -56,6 +56,9 @@ const struct obx_metric_def obx_relay_gauges[] = {
     {OUTBOX_RELAY_XMIN_HORIZON_AGE_SECONDS, "outbox_relay_xmin_horizon_age_seconds",
      "age of the oldest transaction of this database holding back vacuum's xmin horizon (alert "
      "over 300)"},
+    {OUTBOX_RELAY_CLAIM_OPEN_SECONDS, "outbox_relay_claim_open_seconds",
+     "age of the oldest window claim still out; it holds no transaction open, and past "
+     "OUTBOX_LEASE_SECONDS its rows are given back"},
 };
 
 const struct obx_metric_def obx_relay_histograms[] = {

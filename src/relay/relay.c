@@ -550,6 +550,8 @@ maybe_sample_health(struct outbox_relay *relay)
     obx_worker_gauge(&relay->w, OUTBOX_RELAY_DEAD_LETTERS, (unsigned long long)h.dead_letters);
     obx_worker_gauge(&relay->w, OUTBOX_RELAY_XMIN_HORIZON_AGE_SECONDS,
                      (unsigned long long)h.horizon_age_s);
+    obx_worker_gauge(&relay->w, OUTBOX_RELAY_CLAIM_OPEN_SECONDS,
+                     (unsigned long long)h.claim_open_s);
     relay->health = h;
 }
 

@@ -188,6 +188,7 @@ struct obx_store_health {
     long long claim_index_fetches;  /* live table rows those scans fetched, ever */
     long long dead_letters;         /* the relay's own, not requeued */
     long long horizon_age_s;        /* oldest xmin holder: session or prepared transaction */
+    long long claim_open_s;         /* the oldest window claim's age */
 };
 
 /* One sample (outbox_health.sql). */

@@ -47,6 +47,7 @@ obx_store_health(struct obx_store *store, struct obx_store_health *out, outbox_e
             .claim_index_fetches = value_at(res, 6),
             .dead_letters = value_at(res, 7),
             .horizon_age_s = value_at(res, 8),
+            .claim_open_s = value_at(res, 9),
         };
     } else if (status == OUTBOX_OK) {
         status = obx_fail(err, OUTBOX_EDB, "no statistics for the outbox table");

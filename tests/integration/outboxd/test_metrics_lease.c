@@ -42,10 +42,12 @@ Test(metrics_lease, rows_taken_over_after_their_lease_ran_out_are_counted_once_e
     char addr[64], *body;
     int port = http_free_port();
 
-    /* 30 rows a dead relay held, their lease run out a second ago, and 20 fresh ones. */
+    /* 30 rows that came back (after created_at: the row lease's) and a dead relay leased,
+     * their lease run out a second ago, and 20 fresh ones. */
     relay_test_enqueue(conn, 30);
     harness_exec(conn,
                  "UPDATE outbox.events SET status = 'leased', "
+                 "next_attempt_at = created_at + interval '1 millisecond', "
                  "lease_token = gen_random_uuid(), leased_until = now() - interval '1 second'");
     relay_test_enqueue(conn, 20);
     relay_test_env(&env, "METRICS_LEASE", "metricslease");

@@ -324,3 +324,20 @@ Test(window_claim, mark_mode_finishes_a_batch_in_place)
                  100 - in_place);
     obx_lease_fini(&lease);
 }
+
+Test(window_claim, the_health_sample_shows_how_long_the_oldest_claim_is_out)
+{
+    struct obx_store_health h;
+    struct obx_lease lease;
+    outbox_error err;
+
+    cr_assert_eq(obx_store_health(store, &h, &err), OUTBOX_OK, "%s", err.message);
+    cr_assert_eq(h.claim_open_s, 0, "no claim is out");
+    helper_enqueue(conn, 3);
+    helper_lease(store, 100, 60, &lease);
+    harness_exec(conn, "UPDATE outbox.relay_claims SET claimed_at = now() - interval '90 seconds'");
+    cr_assert_eq(obx_store_health(store, &h, &err), OUTBOX_OK, "%s", err.message);
+    cr_assert(h.claim_open_s >= 90 && h.claim_open_s < 120, "the oldest claim is %lld s out",
+              h.claim_open_s);
+    obx_lease_fini(&lease);
+}
