@@ -347,3 +347,74 @@ Test(nats_tls, the_fleet_benchmark_takes_the_same_tls_settings, .timeout = 400)
     relay_env_fini(&env);
     trust_nats_stop(&n);
 }
+
+/*
+ * The fleet relay over mutual TLS: its database's relay connects with the
+ * replica's TLS settings, and every event reaches the stream (outboxctl
+ * audit, over TLS too, finds them all).
+ */
+Test(nats_tls, the_fleet_relay_publishes_over_mutual_tls)
+{
+    struct trust_nats n;
+    struct relay_env env, audit;
+    struct harness_proc relay;
+    struct ctl_run r;
+    char fleet_path[64];
+    FILE *f;
+
+    tls_server(&n, "server.pem", 1);
+    snprintf(fleet_path, sizeof(fleet_path), "/tmp/obx-tls-fleet-%d.conf", (int)getpid());
+    f = fopen(fleet_path, "w");
+    cr_assert_not_null(f);
+    fprintf(f, "only %s schema=outbox stream=TLS_FLEET subject_prefix=tlsxfleet\n",
+            harness_db_url());
+    fclose(f);
+    tls_env(&env, "TLS_FLEET_BASE", n.url, "ca.pem");
+    client_cert(&env);
+    relay_env_set(&env, "OUTBOX_FLEET_FILE", fleet_path);
+    relay_env_set(&env, "OUTBOX_FLEET_TRY_MS", "300");
+    relay_test_start(&relay, &env, "fleet-tls");
+    enqueue_marked(30);
+    HARNESS_WAIT_UNTIL(relay_test_unfinished(conn) == 0, 30000);
+    relay_test_stop(&relay, 10000);
+
+    tls_env(&audit, "TLS_FLEET", n.url, "ca.pem");
+    client_cert(&audit);
+    ctl_expect(&r, &audit, 0, (const char *const[]){"audit", "--json", NULL});
+    ctl_run_fini(&r);
+    unlink(fleet_path);
+    relay_env_fini(&audit);
+    relay_env_fini(&env);
+    trust_nats_stop(&n);
+}
+
+/*
+ * outboxctl replay over mutual TLS: the rows a relay published go again,
+ * into a second stream that replay creates, and all of them arrive there.
+ */
+Test(nats_tls, outboxctl_replay_publishes_over_mutual_tls)
+{
+    struct trust_nats n;
+    struct relay_env env, again;
+    struct harness_proc relay;
+    struct ctl_run r;
+
+    tls_server(&n, "server.pem", 1);
+    tls_env(&env, "TLS_REPLAY", n.url, "ca.pem");
+    client_cert(&env);
+    relay_test_start(&relay, &env, "relay-replay-tls");
+    enqueue_marked(25);
+    HARNESS_WAIT_UNTIL(relay_test_unfinished(conn) == 0, 30000);
+    relay_test_stop(&relay, 10000);
+
+    tls_env(&again, "TLS_REPLAY_B", n.url, "ca.pem");
+    client_cert(&again);
+    ctl_expect(&r, &again, 0, (const char *const[]){"replay", "--json", NULL});
+    cr_assert_eq(ctl_int(ctl_line(&r, "summary", 0), "published"), 25, "%s", r.out);
+    ctl_run_fini(&r);
+    ctl_expect(&r, &again, 0, (const char *const[]){"audit", "--json", NULL});
+    ctl_run_fini(&r);
+    relay_env_fini(&again);
+    relay_env_fini(&env);
+    trust_nats_stop(&n);
+}
