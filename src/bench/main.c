@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "bench.h"
+#include "config/config.h"
 #include "config/config_files.h"
 #include "devserver/devserver.h"
 #include "support/nats_auth.h"
@@ -158,22 +159,27 @@ read_database_url_file(struct obx_bench_env *env)
     return 0;
 }
 
-/* The credentials and TLS files of the bench's own connections (stream setup, raw cases). */
-static void
+/*
+ * The credentials and TLS files of the bench's own connections (stream
+ * setup, raw cases, subscribers): the daemons' settings from the
+ * environment, read and checked by their code. 0, or -1 with the reason
+ * printed.
+ */
+static int
 set_tool_auth(void)
 {
-    struct obx_nats_auth auth = {
-        .creds_file = getenv("OUTBOX_NATS_CREDS"),
-        .nkey_seed_file = getenv("OUTBOX_NATS_NKEY_SEED"),
-        .user = getenv("OUTBOX_NATS_USER"),
-        .password_file = getenv("OUTBOX_NATS_PASSWORD_FILE"),
-        .token_file = getenv("OUTBOX_NATS_TOKEN_FILE"),
-        .tls_ca_file = getenv("OUTBOX_NATS_TLS_CA"),
-        .tls_cert_file = getenv("OUTBOX_NATS_TLS_CERT"),
-        .tls_key_file = getenv("OUTBOX_NATS_TLS_KEY"),
-    };
+    static struct obx_config settings; /* the tool auth points into it until exit */
+    struct obx_nats_auth auth;
+    outbox_error err;
 
+    if (obx_config_init(&settings, OBX_FOR_ALL, &err) != OUTBOX_OK ||
+        obx_nats_auth_load_env(&settings, &err) != OUTBOX_OK) {
+        fprintf(stderr, "outbox-bench: %s\n", err.message);
+        return -1;
+    }
+    obx_nats_auth_from_config(&auth, &settings);
     obx_nats_tool_auth_set(&auth);
+    return 0;
 }
 
 int
@@ -203,10 +209,9 @@ main(int argc, char **argv)
     }
     env.database_url = getenv("OUTBOX_DATABASE_URL");
     env.nats_url = getenv("OUTBOX_NATS_URL");
-    if (read_database_url_file(&env) != 0) {
+    if (read_database_url_file(&env) != 0 || set_tool_auth() != 0) {
         return 2;
     }
-    set_tool_auth();
     servers = start_servers(&env, relay || consume || fleet);
     code = migrate(&env) != 0 ? 1
            : relay            ? obx_bench_relay(&env)

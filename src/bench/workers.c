@@ -11,6 +11,7 @@
 #include "bench.h"
 #include "config/config.h"
 #include "relay/relay_claim_switch.h"
+#include "support/nats_auth.h"
 
 #include "common/banned.h" /* last: poisons unsafe functions */
 
@@ -48,16 +49,11 @@ start(struct obx_bench_workers *ws, struct obx_bench_worker *w)
     ws->count++;
 }
 
-/* The settings of a NATS connection's credentials and TLS (support/nats_auth.h). */
-static const char *const nats_auth_keys[] = {
-    "nats_creds",      "nats_nkey_seed", "nats_user",     "nats_password_file",
-    "nats_token_file", "nats_tls_ca",    "nats_tls_cert", "nats_tls_key",
-};
-
 outbox_config *
 obx_bench_config(const struct obx_bench_env *env, outbox_config_kind kind)
 {
     outbox_config *cfg = outbox_config_new(kind);
+    outbox_error err;
 
     if (cfg == NULL) {
         fprintf(stderr, "outbox-bench: out of memory\n");
@@ -68,18 +64,9 @@ obx_bench_config(const struct obx_bench_env *env, outbox_config_kind kind)
         obx_bench_set(cfg, "nats_url", env->nats_url);
     }
     /* The workers sign in and verify the server as the bench's own connections do. */
-    for (size_t i = 0; i < sizeof(nats_auth_keys) / sizeof(nats_auth_keys[0]); i++) {
-        char var[64];
-        const char *value;
-
-        snprintf(var, sizeof(var), "OUTBOX_%s", nats_auth_keys[i]);
-        for (char *p = var; *p != '\0'; p++) {
-            *p = (char)(*p >= 'a' && *p <= 'z' ? *p - 'a' + 'A' : *p);
-        }
-        value = getenv(var);
-        if (value != NULL && value[0] != '\0') {
-            obx_bench_set(cfg, nats_auth_keys[i], value);
-        }
+    if (obx_nats_auth_load_env(&cfg->values, &err) != OUTBOX_OK) {
+        fprintf(stderr, "outbox-bench: %s\n", err.message);
+        exit(2);
     }
     return cfg;
 }

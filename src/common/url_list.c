@@ -17,9 +17,13 @@
 #include "common/banned.h" /* last: poisons unsafe functions */
 
 /*
- * Prints `entry` into the error without its user information (passwords).
- * The host starts after the last '@', as check_entry() reads it: a password
- * may hold an '@' of its own.
+ * Prints `entry` into the error with its user information (passwords)
+ * replaced by ***@. The host starts after the last '@', as check_entry()
+ * reads it: a password may hold an '@' of its own. The mask stays in the
+ * text rather than leaving scheme and host joined: "nats://host" made of
+ * two distant parts of the value could also be text inside a password,
+ * which the setting's error then hides (obx_mask_echo) or not depending on
+ * the password.
  */
 static outbox_status
 refuse(outbox_error *err, const char *field, const char *entry, const char *why)
@@ -30,7 +34,8 @@ refuse(outbox_error *err, const char *field, const char *entry, const char *why)
     int scheme_len = scheme_end != NULL ? (int)(scheme_end - entry) + 3 : 0;
 
     if (at != NULL) {
-        host = at + 1;
+        return obx_fail(err, OUTBOX_EINVAL, "%s: \"%.*s***@%.120s\" %s", field, scheme_len, entry,
+                        at + 1, why);
     }
     return obx_fail(err, OUTBOX_EINVAL, "%s: \"%.*s%.120s\" %s", field, scheme_len, entry, host,
                     why);

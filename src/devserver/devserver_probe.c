@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -175,29 +176,46 @@ port_is_free(int port)
     return ok;
 }
 
+/* Ports this process handed out (one bit each): never handed out twice. */
+static pthread_mutex_t handed_lock = PTHREAD_MUTEX_INITIALIZER;
+static unsigned char handed[65536 / 8];
+static unsigned int calls;
+
 /*
  * A free port below the ephemeral range. Servers are restarted on the port
  * they had, and while one is down a port from the ephemeral range can become
  * some connection's source port (even a client's own reconnect, which then
  * connects to itself), so the restart finds it taken. Below the range only
  * another explicit bind can take it.
+ *
+ * A free port stays free until its server binds it, so two calls before
+ * that (two servers started one after the other, or by two threads) could
+ * draw the same one: the random draws of one millisecond repeat, their seed
+ * being the pid and the clock. So the process remembers every port it
+ * handed out and never hands one out again, and each call draws its own
+ * sequence.
  */
 int
 obx_dev_free_port(void)
 {
     enum { SPAN = 12000, TRIES = 400 };
-    int high = ephemeral_low();
+    int high = ephemeral_low(), found = -1;
     int low = high - SPAN > 1024 ? high - SPAN : 1024;
-    unsigned int seed = (unsigned int)getpid() * 2654435761u ^ (unsigned int)obx_monotonic_ms();
+    unsigned int seed;
 
-    for (int i = 0; high - low > 0 && i < TRIES; i++) {
+    pthread_mutex_lock(&handed_lock);
+    seed = (unsigned int)getpid() * 2654435761u ^ (unsigned int)obx_monotonic_ms() ^
+           ++calls * 0x9e3779b9u;
+    for (int i = 0; high - low > 0 && i < TRIES && found < 0; i++) {
         int port = low + (int)(rand_r(&seed) % (unsigned int)(high - low));
 
-        if (port_is_free(port)) {
-            return port;
+        if ((handed[port / 8] & 1u << port % 8) == 0 && port_is_free(port)) {
+            handed[port / 8] |= (unsigned char)(1u << port % 8);
+            found = port;
         }
     }
-    return -1;
+    pthread_mutex_unlock(&handed_lock);
+    return found;
 }
 
 int

@@ -31,7 +31,7 @@ long long obx_dev_pid_starttime(pid_t pid);
 /* 1 when /proc/<pid>/cmdline contains `needle`. */
 int obx_dev_cmdline_contains(pid_t pid, const char *needle);
 
-/* A loopback port that was free a moment ago, or -1. */
+/* A loopback port that was free a moment ago and that this process never had before, or -1. */
 int obx_dev_free_port(void);
 
 /* 1 when a TCP connect to 127.0.0.1:port succeeds. */

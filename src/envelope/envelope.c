@@ -181,6 +181,73 @@ member_text(const char *json, size_t len, const char *name, const char **out, si
     }
 }
 
+/* The key of the quoted text at `p` through `close`, decoded; NULL if out of memory. */
+static json_t *
+key_string(const char *p, const char *close)
+{
+    size_t n = (size_t)(close - p) - 1;
+
+    if (memchr(p, '\\', n + 1) == NULL) {
+        return json_stringn(p + 1, n);
+    }
+    return json_loadb(p, n + 2, JSON_DECODE_ANY, NULL); /* "id" and "\u0069d" are one key */
+}
+
+/*
+ * The first top-level key written twice in valid JSON object text, decoded,
+ * into `dup` (quoted for a message); 0 when every key is written once.
+ * jansson keeps the last value of a repeated key, as PostgreSQL's jsonb
+ * does, while other JSON readers keep the first: a handler could then read
+ * another id or route than the one we checked. Only the top level: the
+ * one-pass scanner, which never reads a payload as a tree, gives the same
+ * verdict, and a relay never sends a repeated key at any level (jsonb).
+ */
+static int
+repeated_member(const char *json, size_t len, char *dup, size_t cap)
+{
+    const char *p = skip_space(json, json + len), *end = json + len;
+    json_t *seen = json_object();
+    int found = 0;
+
+    if (seen == NULL || p >= end || *p != '{') {
+        json_decref(seen);
+        return 0;
+    }
+    for (p++; p < end && !found;) {
+        const char *key, *close;
+        json_t *name;
+
+        p = skip_space(p, end);
+        if (p >= end || *p != '"') {
+            break;
+        }
+        key = p;
+        for (close = key + 1; close < end && *close != '"'; close++) {
+            close += *close == '\\';
+        }
+        if (close >= end) {
+            break;
+        }
+        name = key_string(key, close);
+        if (json_is_string(name) &&
+            json_object_getn(seen, json_string_value(name), json_string_length(name)) != NULL) {
+            obx_quote_for_message(json_string_value(name), dup, cap);
+            found = 1;
+        } else if (json_is_string(name)) {
+            json_object_setn_new(seen, json_string_value(name), json_string_length(name),
+                                 json_true());
+        }
+        json_decref(name);
+        p = skip_value(skip_space(skip_space(close + 1, end) + 1, end), end); /* past the ':' */
+        if (p >= end || *p != ',') {
+            break;
+        }
+        p++;
+    }
+    json_decref(seen);
+    return found;
+}
+
 /* True if schema_version is written exactly as the integer 1. */
 static int
 version_text_is_one(const char *json, size_t len)
@@ -213,11 +280,15 @@ version_text(const char *json, size_t len, char *out, size_t cap)
 static outbox_status
 check_shape(json_t *doc, const char *json, size_t len, outbox_error *err)
 {
+    char repeated[160];
     const char *key;
     json_t *value;
 
     if (!json_is_object(doc)) {
         return obx_fail(err, OUTBOX_EINVAL, "envelope must be a JSON object");
+    }
+    if (repeated_member(json, len, repeated, sizeof(repeated))) {
+        return obx_fail(err, OUTBOX_EINVAL, "envelope has the key %s twice", repeated);
     }
     /* Missing fields first: a bare business payload reads best as "has no id". */
     for (size_t i = 0; i < sizeof(required_keys) / sizeof(required_keys[0]); i++) {

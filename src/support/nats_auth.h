@@ -10,6 +10,8 @@
 #ifndef OBX_NATS_AUTH_H
 #define OBX_NATS_AUTH_H
 
+#include "outbox/outbox.h"
+
 struct obx_config;
 
 /* Every field borrowed; NULL: not used. At most one way to sign in is set. */
@@ -26,6 +28,15 @@ struct obx_nats_auth {
 
 /* The settings' credentials and TLS files (pointers into `cfg`). */
 void obx_nats_auth_from_config(struct obx_nats_auth *auth, const struct obx_config *cfg);
+
+/*
+ * Sets into `cfg` the credential and TLS settings of the environment, and
+ * only those (OUTBOX_NATS_CREDS, ..._TLS_KEY), checked and named as the
+ * daemons' settings are: for a program with its own options (the bench)
+ * whose connections must sign in as the daemons do. OUTBOX_EINVAL names
+ * the variable.
+ */
+outbox_status obx_nats_auth_load_env(struct obx_config *cfg, outbox_error *err);
 
 /*
  * The credentials of the program's one-shot connections (tools asking a

@@ -10,9 +10,11 @@
 #include "nats_auth_nats.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/error.h"
+#include "config/config.h"
 #include "config/config_files.h"
 #include "config/settings.h"
 #include "nkey.h"
@@ -219,6 +221,28 @@ obx_nats_auth_from_config(struct obx_nats_auth *auth, const struct obx_config *c
         .tls_cert_file = cfg->nats_tls_cert,
         .tls_key_file = cfg->nats_tls_key,
     };
+}
+
+/* The settings obx_nats_auth_from_config() reads, by key: keep the two together. */
+static const char *const auth_keys[] = {
+    "nats_creds",      "nats_nkey_seed", "nats_user",     "nats_password_file",
+    "nats_token_file", "nats_tls_ca",    "nats_tls_cert", "nats_tls_key",
+};
+
+outbox_status
+obx_nats_auth_load_env(struct obx_config *cfg, outbox_error *err)
+{
+    for (size_t i = 0; i < sizeof(auth_keys) / sizeof(auth_keys[0]); i++) {
+        const struct obx_setting *s = obx_setting_by_key(auth_keys[i]);
+        const char *value = s != NULL ? getenv(s->env) : NULL;
+        outbox_status st;
+
+        if (value != NULL && value[0] != '\0' &&
+            (st = obx_config_set_as(cfg, s, s->env, value, err)) != OUTBOX_OK) {
+            return st;
+        }
+    }
+    return OUTBOX_OK;
 }
 
 void

@@ -56,6 +56,7 @@ struct obx_bench_ack_watch *
 obx_bench_ack_watch_start(const char *url, const char *subjects, long long slots)
 {
     struct obx_bench_ack_watch *w = calloc(1, sizeof(*w));
+    outbox_error err = {0};
 
     if (w == NULL || (w->arrived_at = calloc((size_t)slots, sizeof(double))) == NULL) {
         fprintf(stderr, "outbox-bench: out of memory\n");
@@ -63,10 +64,11 @@ obx_bench_ack_watch_start(const char *url, const char *subjects, long long slots
     }
     w->slots = slots;
     pthread_mutex_init(&w->lock, NULL);
-    if (natsConnection_ConnectTo(&w->nc, url) != NATS_OK ||
+    /* Signs in and verifies the server as the bench's other connections (tool auth). */
+    if (obx_nats_connect_once(url, "outbox-bench-watch", &w->nc, &err) != OUTBOX_OK ||
         natsConnection_Subscribe(&w->sub, w->nc, subjects, on_message, w) != NATS_OK ||
         natsSubscription_SetPendingLimits(w->sub, -1, -1) != NATS_OK) {
-        fprintf(stderr, "outbox-bench: cannot subscribe to %s\n", subjects);
+        fprintf(stderr, "outbox-bench: cannot subscribe to %s: %s\n", subjects, err.message);
         exit(1);
     }
     return w;

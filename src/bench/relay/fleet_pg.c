@@ -19,6 +19,7 @@
 #include "config/config.h"
 #include "fleet/fleet.h"
 #include "fleet_bench.h"
+#include "support/nats_auth.h"
 
 #include "common/banned.h" /* last: poisons unsafe functions */
 
@@ -309,7 +310,9 @@ loaded_case(const struct obx_bench_env *env, const struct fleet_db *dbs, long lo
     snprintf(path, sizeof(path), "/tmp/outbox-bench-fleet-%d.conf", (int)getpid());
     write_fleet_file(path, dbs);
     snprintf(batch, sizeof(batch), "%d", env->batch);
-    if (obx_config_init(&base, OBX_FOR_ALL, &err) != OUTBOX_OK) {
+    /* The fleet's relays sign in and verify the server as the other cases' do. */
+    if (obx_config_init(&base, OBX_FOR_ALL, &err) != OUTBOX_OK ||
+        obx_nats_auth_load_env(&base, &err) != OUTBOX_OK) {
         fprintf(stderr, "outbox-bench: fleet: %s\n", err.message);
         exit(1);
     }

@@ -107,7 +107,7 @@ obx_bench_relay_latency(const struct obx_bench_env *env, int rate_per_s, double 
     if (obx_bench_stream_create(env->nats_url, "BENCH_LAT", "benchlat") != 0 ||
         obx_nats_connect_once(env->nats_url, "outbox-bench", &nc, &err) != OUTBOX_OK ||
         natsConnection_Subscribe(&sub, nc, "benchlat.>", on_message, &run) != NATS_OK) {
-        fprintf(stderr, "outbox-bench: latency: cannot subscribe\n");
+        fprintf(stderr, "outbox-bench: latency: cannot subscribe: %s\n", err.message);
         return -1;
     }
     obx_bench_set(cfg, "stream", "BENCH_LAT");

@@ -194,7 +194,7 @@ Test(nats_url_list, a_bad_entry_is_refused_at_start_naming_the_field_and_the_ent
     harness_spawn(&p, argv, env.vars);
     cr_assert_neq(harness_proc_wait(&p, 30000), 0, "the relay started with a bad nats_url");
     out = harness_proc_log(&p);
-    cr_assert(strstr(out, "nats_url") != NULL && strstr(out, "nats://127.0.0.1:70000") != NULL,
+    cr_assert(strstr(out, "nats_url") != NULL && strstr(out, "nats://***@127.0.0.1:70000") != NULL,
               "the refusal names neither the field nor the entry:\n%s", out);
     cr_assert(strstr(out, RELAY_TEST_SECRET) == NULL, "the refusal printed the password:\n%s", out);
     free(out);

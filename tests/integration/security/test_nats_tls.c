@@ -280,3 +280,141 @@ Test(nats_tls, the_benchmark_takes_the_same_tls_settings)
     relay_env_fini(&env);
     trust_nats_stop(&n);
 }
+
+/* Runs outbox-bench with `args` against the mutual-TLS server of `env`; its log (free it). */
+static char *
+bench_over_tls(struct relay_env *env, const char *const args[])
+{
+    char *argv[16] = {(char *)harness_bin("outbox-bench")};
+    struct harness_proc p;
+    char *out;
+    int i;
+
+    for (i = 0; args[i] != NULL && i < 14; i++) {
+        argv[i + 1] = (char *)args[i];
+    }
+    argv[i + 1] = NULL;
+    harness_spawn(&p, argv, env->vars);
+    cr_assert_eq(harness_proc_wait(&p, 170000), 0, "outbox-bench %s failed over TLS:\n%s", args[0],
+                 harness_proc_log(&p));
+    out = harness_proc_log(&p);
+    cr_assert(strstr(out, "throwaway nats") == NULL, "the bench started its own server:\n%s", out);
+    cr_assert(strstr(out, "cannot subscribe") == NULL, "%s", out);
+    return out;
+}
+
+/*
+ * outbox-bench relay's latency and sustained cases over mutual TLS: their
+ * subscribers (the sustained case's ack watch connected without TLS or
+ * credentials) and relay workers take the same settings.
+ */
+Test(nats_tls, the_relay_benchmark_cases_take_the_same_tls_settings, .timeout = 400)
+{
+    struct trust_nats n;
+    struct relay_env env;
+    char *out;
+
+    tls_server(&n, "server.pem", 1);
+    tls_env(&env, "TLS_BENCH_RELAY", n.url, "ca.pem");
+    client_cert(&env);
+    out = bench_over_tls(&env, (const char *const[]){"relay", "--case", "latency", "--seconds",
+                                                     "0.3", "--batch", "100", NULL});
+    cr_assert(strstr(out, "\"latency\"") != NULL, "%s", out);
+    free(out);
+    out = bench_over_tls(&env,
+                         (const char *const[]){"relay", "--case", "sustained", "--sustain-seconds",
+                                               "1", "--seconds", "0.3", NULL});
+    cr_assert(strstr(out, "\"sustained\"") != NULL, "%s", out);
+    free(out);
+    relay_env_fini(&env);
+    trust_nats_stop(&n);
+}
+
+/* outbox-bench fleet over mutual TLS: the fleet relay it runs (no TLS settings before) too. */
+Test(nats_tls, the_fleet_benchmark_takes_the_same_tls_settings, .timeout = 400)
+{
+    struct trust_nats n;
+    struct relay_env env;
+    char *out;
+
+    tls_server(&n, "server.pem", 1);
+    tls_env(&env, "TLS_BENCH_FLEET", n.url, "ca.pem");
+    client_cert(&env);
+    out = bench_over_tls(&env, (const char *const[]){"fleet", "--events", "2000", NULL});
+    cr_assert(strstr(out, "\"fleet\"") != NULL && strstr(out, "\"ten_plain_relays\"") != NULL, "%s",
+              out);
+    free(out);
+    relay_env_fini(&env);
+    trust_nats_stop(&n);
+}
+
+/*
+ * The fleet relay over mutual TLS: its database's relay connects with the
+ * replica's TLS settings, and every event reaches the stream (outboxctl
+ * audit, over TLS too, finds them all).
+ */
+Test(nats_tls, the_fleet_relay_publishes_over_mutual_tls)
+{
+    struct trust_nats n;
+    struct relay_env env, audit;
+    struct harness_proc relay;
+    struct ctl_run r;
+    char fleet_path[64];
+    FILE *f;
+
+    tls_server(&n, "server.pem", 1);
+    snprintf(fleet_path, sizeof(fleet_path), "/tmp/obx-tls-fleet-%d.conf", (int)getpid());
+    f = fopen(fleet_path, "w");
+    cr_assert_not_null(f);
+    fprintf(f, "only %s schema=outbox stream=TLS_FLEET subject_prefix=tlsxfleet\n",
+            harness_db_url());
+    fclose(f);
+    tls_env(&env, "TLS_FLEET_BASE", n.url, "ca.pem");
+    client_cert(&env);
+    relay_env_set(&env, "OUTBOX_FLEET_FILE", fleet_path);
+    relay_env_set(&env, "OUTBOX_FLEET_TRY_MS", "300");
+    relay_test_start(&relay, &env, "fleet-tls");
+    enqueue_marked(30);
+    HARNESS_WAIT_UNTIL(relay_test_unfinished(conn) == 0, 30000);
+    relay_test_stop(&relay, 10000);
+
+    tls_env(&audit, "TLS_FLEET", n.url, "ca.pem");
+    client_cert(&audit);
+    ctl_expect(&r, &audit, 0, (const char *const[]){"audit", "--json", NULL});
+    ctl_run_fini(&r);
+    unlink(fleet_path);
+    relay_env_fini(&audit);
+    relay_env_fini(&env);
+    trust_nats_stop(&n);
+}
+
+/*
+ * outboxctl replay over mutual TLS: the rows a relay published go again,
+ * into a second stream that replay creates, and all of them arrive there.
+ */
+Test(nats_tls, outboxctl_replay_publishes_over_mutual_tls)
+{
+    struct trust_nats n;
+    struct relay_env env, again;
+    struct harness_proc relay;
+    struct ctl_run r;
+
+    tls_server(&n, "server.pem", 1);
+    tls_env(&env, "TLS_REPLAY", n.url, "ca.pem");
+    client_cert(&env);
+    relay_test_start(&relay, &env, "relay-replay-tls");
+    enqueue_marked(25);
+    HARNESS_WAIT_UNTIL(relay_test_unfinished(conn) == 0, 30000);
+    relay_test_stop(&relay, 10000);
+
+    tls_env(&again, "TLS_REPLAY_B", n.url, "ca.pem");
+    client_cert(&again);
+    ctl_expect(&r, &again, 0, (const char *const[]){"replay", "--json", NULL});
+    cr_assert_eq(ctl_int(ctl_line(&r, "summary", 0), "published"), 25, "%s", r.out);
+    ctl_run_fini(&r);
+    ctl_expect(&r, &again, 0, (const char *const[]){"audit", "--json", NULL});
+    ctl_run_fini(&r);
+    relay_env_fini(&again);
+    relay_env_fini(&env);
+    trust_nats_stop(&n);
+}

@@ -5,6 +5,7 @@
  * workers refusing a configuration they cannot run with.
  */
 #include <criterion/criterion.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -202,4 +203,34 @@ Test(config, a_worker_refuses_a_configuration_it_cannot_run_with)
     cr_assert_eq(outbox_relay_stat(r, (outbox_relay_stat_id)1000), 0, "an unknown counter");
     outbox_relay_free(r);
     outbox_consumer_free(c);
+}
+
+/*
+ * A refused NATS URL among several: its error shows the entry with ***@ for
+ * its user information, never scheme and host joined, which could also be
+ * text inside another entry's password (fuzz finding, regressions/setting/
+ * query_password_among_several_urls.bin): the message then depended on the
+ * password, hidden as "***" for one and shown for another.
+ */
+Test(config, a_refused_nats_url_reads_the_same_whatever_the_passwords)
+{
+    static const char *const passwords[] = {"nats://h:0", "other"};
+    outbox_config *cfg = outbox_config_new(OUTBOX_CONFIG_RELAY);
+    char first[sizeof(((outbox_error *)0)->message)] = "";
+    outbox_error err;
+
+    for (size_t i = 0; i < sizeof(passwords) / sizeof(passwords[0]); i++) {
+        char value[200];
+
+        snprintf(value, sizeof(value), "nats://relay:pw@h:0,nats://e?password=%s", passwords[i]);
+        cr_assert_eq(outbox_config_set(cfg, "nats_url", value, &err), OUTBOX_EINVAL);
+        cr_assert(strstr(err.message, "nats_url: \"nats://***@h:0\" has a port") != NULL, "%s",
+                  err.message);
+        cr_assert(strstr(err.message, passwords[i]) == NULL, "%s", err.message);
+        if (i == 0) {
+            snprintf(first, sizeof(first), "%s", err.message);
+        }
+        cr_assert_str_eq(err.message, first);
+    }
+    outbox_config_free(cfg);
 }

@@ -90,6 +90,24 @@ Test(message_check, a_body_that_is_no_envelope_is_refused)
     expect(&m, OBX_REFUSED_ENVELOPE, "envelope has no event_type");
 }
 
+/*
+ * {"id":OTHER,...,"id":ID}: the checks would pass on the last id, a
+ * first-wins reader in a handler would see OTHER. Refused, naming the key.
+ */
+Test(message_check, an_envelope_with_a_key_twice_is_refused)
+{
+    static const char twice[] = "{\"id\":\"" OTHER "\",\"id\":\"" ID "\","
+                                "\"event_type\":\"review.logged\",\"aggregate_type\":\"movie\","
+                                "\"aggregate_id\":\"0b0e3c3e-8c1e-4d6a-9a51-5c1f0b9d2a11\","
+                                "\"occurred_at\":\"2026-11-29T09:41:56.123Z\","
+                                "\"schema_version\":1,\"payload\":{}}";
+    struct obx_feed_msg m = relay_msg();
+
+    m.envelope = twice;
+    m.envelope_len = strlen(twice);
+    expect(&m, OBX_REFUSED_ENVELOPE, "envelope has the key \"id\" twice");
+}
+
 Test(message_check, a_missing_or_forged_nats_msg_id_is_refused)
 {
     struct obx_feed_msg m = relay_msg();

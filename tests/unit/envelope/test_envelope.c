@@ -177,11 +177,12 @@ Test(envelope, schema_version_is_the_integer_1_as_written)
     assert_refused(ENV_BODY("9223372036854775808"), "not 9223372036854775808");
     assert_refused(ENV_BODY("-1"), "not -1");
     assert_refused(ENV_BODY("true"), "schema_version must be 1");
-    /* The same key spelled with an escape, after a good one: jansson keeps the last. */
+    /* The same key spelled with an escape, after a good one: jansson would keep the last;
+     * a key written twice is refused before its values are read. */
     assert_refused(ENV_HEAD "\"event_type\":\"x\",\"aggregate_type\":\"movie\","
                             "\"occurred_at\":\"2026-11-29T09:41:56.123Z\",\"schema_version\":1,"
                             "\"payload\":{\"schema_version\":1},\"schema\\u005fversion\":1.0}",
-                   "not 1.0");
+                   "envelope has the key \"schema_version\" twice");
 }
 
 Test(envelope, the_relay_refuses_an_aggregate_id_that_is_not_lower_case)
@@ -226,4 +227,32 @@ Test(envelope, an_envelope_must_repeat_its_rows_columns)
     /* A column the reader did not fetch (a dead letter's) is not compared. */
     row.known &= ~(unsigned)OBX_ROW_DATA_SUBJECT;
     cr_assert_eq(obx_envelope_match_row(&env, &row, &err), OUTBOX_OK);
+}
+
+/*
+ * A top-level key written twice is refused, naming it: jansson (and jsonb)
+ * keep the last value, other readers the first, so a handler could read
+ * another id or route than the one checked. A repeated key inside the
+ * payload is the payload's business (a relay never sends one: jsonb).
+ */
+Test(envelope, a_top_level_key_written_twice_is_refused_naming_it)
+{
+    assert_refused(ENV_HEAD "\"id\":\"0190a3b2-1c2d-7e3f-8a9b-0c1d2e3f4a5c\",\"event_type\":\"x\","
+                            "\"aggregate_type\":\"movie\","
+                            "\"occurred_at\":\"2026-11-29T09:41:56.123Z\",\"schema_version\":1,"
+                            "\"payload\":{}}",
+                   "envelope has the key \"id\" twice");
+    /* The same key spelled with an escape. */
+    assert_refused(ENV_HEAD "\"event_type\":\"x\",\"aggregate_type\":\"movie\","
+                            "\"aggregate_typ\\u0065\":\"account\","
+                            "\"occurred_at\":\"2026-11-29T09:41:56.123Z\",\"schema_version\":1,"
+                            "\"payload\":{}}",
+                   "envelope has the key \"aggregate_type\" twice");
+    assert_refused(ENV_HEAD "\"event_type\":\"x\",\"aggregate_type\":\"movie\","
+                            "\"occurred_at\":\"2026-11-29T09:41:56.123Z\",\"schema_version\":1,"
+                            "\"payload\":{},\"payload\":{\"stars\":1}}",
+                   "envelope has the key \"payload\" twice");
+    assert_accepted(ENV_HEAD "\"event_type\":\"x\",\"aggregate_type\":\"movie\","
+                             "\"occurred_at\":\"2026-11-29T09:41:56.123Z\",\"schema_version\":1,"
+                             "\"payload\":{\"a\":{\"b\":1},\"c\":{\"b\":2}}}");
 }
