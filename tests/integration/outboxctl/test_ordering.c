@@ -167,3 +167,25 @@ Test(ctl_ordering, doctor_checks_the_trigger_and_the_counters)
     cr_expect(strstr(saw, "trigger events_seq missing") != NULL, "%s", saw);
     ctl_run_fini(&r);
 }
+
+Test(ctl_ordering, dead_requeue_writes_a_pruned_ordered_row_back_with_its_number)
+{
+    struct ctl_run r;
+
+    harness_exec(conn, "SELECT outbox.set_ordering(true)");
+    harness_exec(conn, "SELECT outbox.enqueue('order', '0190a3b2-1c2d-7e3f-8a9b-0c1d2e3f4a5b', "
+                       "'x', '{}') FROM generate_series(1, 2)");
+    /* The relay dead-lettered number 2, and retention pruned its row. */
+    harness_exec(conn, "INSERT INTO outbox.dead_letters (event_id, handler, envelope, reason) "
+                       "SELECT id, '', envelope, 'rejected' FROM outbox.events "
+                       "WHERE aggregate_seq = 2");
+    harness_exec(conn, "DELETE FROM outbox.events WHERE aggregate_seq = 2");
+    ctl_expect(&r, &env, 0, (const char *const[]){"dead", "requeue", "--relay", NULL});
+    ctl_run_fini(&r);
+    cr_expect_eq(harness_scalar_ll(conn,
+                                   "SELECT count(*) FROM outbox.events WHERE "
+                                   "aggregate_seq = 2 AND envelope ->> 'aggregate_seq' = '2'"),
+                 1, "the row is back with its own number");
+    cr_expect_eq(harness_scalar_ll(conn, "SELECT last_seq FROM outbox.aggregate_heads"), 2,
+                 "and no new number was given");
+}
