@@ -376,3 +376,26 @@ Test(aggregate_seq, a_schema_is_unordered_until_switched_on)
     cr_expect_eq(harness_scalar_ll(c, "SELECT count(*) FROM outbox.aggregate_heads"), 0);
     PQfinish(c);
 }
+
+Test(aggregate_seq, a_repeatable_read_writer_behind_a_newer_event_must_retry)
+{
+    PGconn *rr = PQconnectdb(harness_db_url());
+    PGresult *res;
+
+    cr_assert_eq(PQstatus(rr), CONNECTION_OK);
+    cr_expect_eq(enqueue_sql(conn, agg, "created"), 1);
+    /* Its snapshot is taken before another transaction's event of the aggregate commits. */
+    harness_exec(rr, "BEGIN ISOLATION LEVEL REPEATABLE READ");
+    harness_exec(rr, "SELECT 1");
+    cr_expect_eq(enqueue_sql(conn, agg, "paid"), 2);
+    res = PQexec(rr, "SELECT outbox.enqueue('order', '0190a3b2-1c2d-7e3f-8a9b-0c1d2e3f4a5b', "
+                     "'late', '{}')");
+    cr_expect_str_eq(PQresultErrorField(res, PG_DIAG_SQLSTATE), "40001", "%s",
+                     PQresultErrorMessage(res));
+    PQclear(res);
+    harness_exec(rr, "ROLLBACK");
+    /* Retried, it gets the next number. */
+    cr_expect_eq(enqueue_sql(rr, agg, "late"), 3);
+    PQfinish(rr);
+    expect_numbers(agg, "1,2,3");
+}
