@@ -8,7 +8,8 @@
 -- in the outbox: a dead row pending with its attempts and lease expiries
 -- reset, a handled one pending again (the DB feed offers it to every
 -- handler; those done skip it), a pruned one written back from the dead
--- letter's envelope. A JetStream handler's event is published again by the
+-- letter's envelope (with its aggregate_seq, if it had one: the event keeps
+-- its number, migration 0014). A JetStream handler's event is published again by the
 -- caller after this commits (via_stream), under a message id the duplicate
 -- window has not seen. Returns one row per dead letter requeued.
 WITH chosen AS MATERIALIZED (
@@ -57,10 +58,10 @@ WITH chosen AS MATERIALIZED (
     RETURNING e.id
 ), restored AS (
     INSERT INTO /*schema*/events (id, aggregate_type, aggregate_id, event_type, tenant_id,
-                                  data_subject, envelope)
+                                  data_subject, envelope, aggregate_seq)
     SELECT u.event_id, u.envelope ->> 'aggregate_type', (u.envelope ->> 'aggregate_id')::uuid,
            u.envelope ->> 'event_type', u.envelope ->> 'tenant_id',
-           u.envelope ->> 'data_subject', u.envelope
+           u.envelope ->> 'data_subject', u.envelope, (u.envelope ->> 'aggregate_seq')::bigint
       FROM due AS u
      WHERE u.envelope IS NOT NULL
        AND NOT EXISTS (SELECT 1 FROM /*schema*/events AS e WHERE e.id = u.event_id)

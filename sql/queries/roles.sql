@@ -61,6 +61,8 @@ GRANT SELECT ON /*schema*/schema_migrations TO outbox_consumer;
 GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA /*schema_name*/ TO outbox_admin;
 GRANT USAGE ON ALL SEQUENCES IN SCHEMA /*schema_name*/ TO outbox_admin;
 GRANT pg_read_all_stats TO outbox_admin;
+-- outboxctl ordering on|off (0014): the switch runs as the schema's owner.
+GRANT EXECUTE ON FUNCTION /*schema*/set_ordering(boolean) TO outbox_admin;
 
 -- The daemons' sessions bound their idle transactions themselves; these
 -- bound every other session of the roles (psql, a script) the same way.

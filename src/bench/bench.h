@@ -215,6 +215,8 @@ struct obx_bench_run obx_bench_run_until(struct obx_bench_workers *ws, long long
 /* ---- benches ---- */
 
 int obx_bench_enqueue(const struct obx_bench_env *env);
+/* enqueue --case ordered: the writers with ordering off and on (enqueue_ordered_pg.c). */
+int obx_bench_enqueue_ordered(const struct obx_bench_env *env);
 int obx_bench_relay(const struct obx_bench_env *env);
 
 /*

@@ -56,6 +56,7 @@ struct obx_bus_message {
     const char *ce_time;     /* occurred_at */
     const char *ce_subject;  /* aggregate_id */
     const char *traceparent; /* NULL when absent */
+    const char *sequence;    /* aggregate_seq as decimal text; NULL for an unordered event */
 };
 
 enum obx_publish_outcome {
@@ -90,6 +91,13 @@ int obx_bus_is_connected(struct obx_bus *bus);
 
 /* The server's max_payload in bytes, which bodies plus headers must fit. */
 size_t obx_bus_max_payload(struct obx_bus *bus);
+
+/*
+ * The header that carries an ordered event's aggregate_seq (besides
+ * ce-sequence), for readers that do not speak CloudEvents; in the style of
+ * Nats-Msg-Id. Contract: docs/cloudevents.md, docs/ordering.md.
+ */
+#define OBX_BUS_SEQUENCE_HEADER "Outbox-Aggregate-Seq"
 
 /* Bytes reserved for headers when checking a body against max_payload. */
 #define OBX_BUS_HEADER_BUDGET 4096

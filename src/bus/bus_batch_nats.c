@@ -56,6 +56,12 @@ headers_of(const struct obx_bus *bus, const struct obx_bus_message *m, struct he
     if (m->traceparent != NULL) {
         h[n++] = (struct header){"traceparent", m->traceparent};
     }
+    /* The aggregate's sequence (an ordered schema's event): the CloudEvents sequence
+     * extension for CloudEvents readers, and a header of our own for the rest. */
+    if (m->sequence != NULL) {
+        h[n++] = (struct header){"ce-sequence", m->sequence};
+        h[n++] = (struct header){OBX_BUS_SEQUENCE_HEADER, m->sequence};
+    }
     return n;
 }
 

@@ -44,6 +44,9 @@ obx_envelope_serialize(const struct obx_envelope_fields *f, struct obx_buf *out)
     append_string_field(out, "traceparent", f->head.traceparent);
     obx_buf_append_str(out, ",\"payload\":");
     obx_buf_append(out, f->payload_json, f->payload_len);
+    if (f->head.aggregate_seq > 0) {
+        obx_buf_appendf(out, ",\"aggregate_seq\":%lld", f->head.aggregate_seq);
+    }
     obx_buf_append_str(out, "}");
 }
 
@@ -53,8 +56,9 @@ static const char *const required_keys[] = {
 };
 
 static const char *const known_keys[] = {
-    "id",          "event_type",     "aggregate_type", "aggregate_id", "tenant_id",
-    "occurred_at", "schema_version", "data_subject",   "traceparent",  "payload",
+    "id",          "event_type",  "aggregate_type", "aggregate_id",
+    "tenant_id",   "occurred_at", "schema_version", "data_subject",
+    "traceparent", "payload",     "aggregate_seq",
 };
 
 /* Reads an optional string member; a present non-string is an error. */
@@ -324,6 +328,43 @@ check_shape(json_t *doc, const char *json, size_t len, outbox_error *err)
     return obx_payload_check(json_object_get(doc, "payload"), err);
 }
 
+/*
+ * aggregate_seq, when present, as its text says (numbers load as doubles,
+ * which would round a large one): a whole number from 1.
+ */
+static outbox_status
+tree_seq(json_t *doc, const char *json, size_t len, struct obx_envelope_slices *f,
+         outbox_error *err)
+{
+    const char *text;
+    size_t n;
+    long long seq;
+    char raw[48], shown[64];
+
+    if (json_object_get(doc, "aggregate_seq") == NULL) {
+        return OUTBOX_OK;
+    }
+    member_text(json, len, "aggregate_seq", &text, &n);
+    if (json_is_number(json_object_get(doc, "aggregate_seq")) &&
+        obx_envelope_seq_parse(text, n, &seq)) {
+        f->seq_text = text;
+        f->seq_len = n;
+        return OUTBOX_OK;
+    }
+    snprintf(raw, sizeof(raw), "%.*s", (int)(n < sizeof(raw) ? n : sizeof(raw) - 1),
+             text != NULL ? text : "");
+    /* A number as written, anything else quoted, as schema_version's message. */
+    if (json_is_number(json_object_get(doc, "aggregate_seq"))) {
+        snprintf(shown, sizeof(shown), "%s", raw);
+    } else {
+        obx_quote_for_message(raw, shown, sizeof(shown));
+    }
+    return obx_fail(err, OUTBOX_EINVAL,
+                    "envelope aggregate_seq must be a whole number from 1 to "
+                    "9223372036854775807, not %s",
+                    shown);
+}
+
 /* The envelope's string fields, in envelope_scan.h's member order. */
 static const char **
 field_slot(struct obx_envelope *env, int member)
@@ -357,6 +398,10 @@ keep_fields(struct obx_envelope *env, const struct obx_envelope_slices *f, outbo
         return obx_fail(err, OUTBOX_ENOMEM, "envelope: out of memory");
     }
     at = env->store;
+    env->head.aggregate_seq = 0;
+    if (f->seq_text != NULL) {
+        (void)obx_envelope_seq_parse(f->seq_text, f->seq_len, &env->head.aggregate_seq);
+    }
     for (int i = 0; i < OBX_ENVELOPE_STRING_MEMBERS; i++) {
         *field_slot(env, i) = NULL;
         if (f->text[i] != NULL) {
@@ -474,6 +519,9 @@ obx_envelope_parse_tree(const char *json, size_t len, size_t max_bytes, struct o
     status = check_shape(doc, json, len, err);
     if (status == OUTBOX_OK) {
         status = tree_fields(doc, &fields, err);
+    }
+    if (status == OUTBOX_OK) {
+        status = tree_seq(doc, json, len, &fields, err);
     }
     if (status == OUTBOX_OK) {
         status = take_fields(&fields, out, err);

@@ -4,7 +4,12 @@
  * it again (relay, outboxctl validate).
  *
  * {"id","event_type","aggregate_type","aggregate_id","tenant_id"?,
- *  "occurred_at","schema_version":1,"data_subject"?,"traceparent"?,"payload"}
+ *  "occurred_at","schema_version":1,"data_subject"?,"traceparent"?,"payload",
+ *  "aggregate_seq"?}
+ *
+ * aggregate_seq is never written by a writer: the database gives it to the
+ * events of an ordered schema (migration 0014), 1, 2, 3 ... per aggregate
+ * in commit order.
  *
  * DESIGN validates an envelope three times: by the writer, by table
  * constraints, and by the relay before publishing. The first and third
@@ -28,6 +33,7 @@ struct obx_envelope_head {
     const char *occurred_at;
     const char *data_subject;
     const char *traceparent;
+    long long aggregate_seq; /* the aggregate's sequence number; 0: none (unordered) */
 };
 
 /* The fields of an envelope being written; all borrowed. */

@@ -264,9 +264,34 @@ scan_value(struct scan *s, int depth)
 }
 
 static const char *const member_names[OBX_ENVELOPE_MEMBERS] = {
-    "id",          "event_type",   "aggregate_type", "aggregate_id",   "tenant_id",
-    "occurred_at", "data_subject", "traceparent",    "schema_version", "payload",
+    "id",           "event_type",  "aggregate_type", "aggregate_id", "tenant_id",     "occurred_at",
+    "data_subject", "traceparent", "schema_version", "payload",      "aggregate_seq",
 };
+
+int
+obx_envelope_seq_parse(const char *text, size_t len, long long *out)
+{
+    static const char max[] = "9223372036854775807";
+    long long v = 0;
+
+    if (text == NULL || len == 0 || len > sizeof(max) - 1 || text[0] == '0') {
+        return 0;
+    }
+    for (size_t i = 0; i < len; i++) {
+        if (text[i] < '0' || text[i] > '9') {
+            return 0;
+        }
+    }
+    /* As many digits as the maximum: compare as text, so nothing overflows. */
+    if (len == sizeof(max) - 1 && memcmp(text, max, len) > 0) {
+        return 0;
+    }
+    for (size_t i = 0; i < len; i++) {
+        v = v * 10 + (text[i] - '0');
+    }
+    *out = v;
+    return 1;
+}
 
 static int
 member_index(const char *key, size_t len)
@@ -295,6 +320,16 @@ scan_member(struct scan *s, int which, struct obx_envelope_slices *out)
         return scan_number(s, &start, &len) && len == 1 && *start == '1';
     case OBX_MEMBER_PAYLOAD:
         return *s->p == '{' && scan_container(s, 1);
+    case OBX_MEMBER_AGGREGATE_SEQ: {
+        long long seq;
+
+        if (!scan_number(s, &start, &len) || !obx_envelope_seq_parse(start, len, &seq)) {
+            return 0;
+        }
+        out->seq_text = start;
+        out->seq_len = len;
+        return 1;
+    }
     default:
         if (*s->p != '"' || !scan_string(s, &start, &len, &escaped) || escaped) {
             return 0;

@@ -22,14 +22,27 @@ enum obx_envelope_member {
     OBX_ENVELOPE_STRING_MEMBERS,
     OBX_MEMBER_SCHEMA_VERSION = OBX_ENVELOPE_STRING_MEMBERS,
     OBX_MEMBER_PAYLOAD,
+    OBX_MEMBER_AGGREGATE_SEQ,
     OBX_ENVELOPE_MEMBERS
 };
 
-/* The string members' raw text (no escapes in them); text NULL when absent. */
+/*
+ * The string members' raw text (no escapes in them); text NULL when absent.
+ * aggregate_seq's text too (digits), NULL when absent.
+ */
 struct obx_envelope_slices {
     const char *text[OBX_ENVELOPE_STRING_MEMBERS];
     size_t len[OBX_ENVELOPE_STRING_MEMBERS];
+    const char *seq_text;
+    size_t seq_len;
 };
+
+/*
+ * aggregate_seq's text `text[0..len)` as a number: plain digits, no sign,
+ * fraction, exponent or leading zero, 1 to 9223372036854775807 (bigint).
+ * 1 and `*out` set, or 0.
+ */
+int obx_envelope_seq_parse(const char *text, size_t len, long long *out);
 
 /*
  * 1: `json` is a well-formed envelope object whose payload meets every

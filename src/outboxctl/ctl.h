@@ -40,5 +40,6 @@ int obx_ctl_erase(const struct obx_config *cfg, int argc, char **argv);
 int obx_ctl_subjects(const struct obx_config *cfg, int argc, char **argv);
 int obx_ctl_doctor(const struct obx_config *cfg, int argc, char **argv);
 int obx_ctl_roles(const struct obx_config *cfg, int argc, char **argv);
+int obx_ctl_ordering(const struct obx_config *cfg, int argc, char **argv);
 
 #endif

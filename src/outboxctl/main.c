@@ -40,6 +40,9 @@ static const struct {
      "[--json]: orphan publishes and dead subscriptions against running handlers (exit 1)"},
     {"doctor", obx_ctl_doctor,
      "[--json]: each finding ok|warn|error with what it saw and the fix (exit 1 on an error)"},
+    {"ordering", obx_ctl_ordering,
+     "on|off|status [--json]: per-aggregate order: number each aggregate's events in commit "
+     "order"},
     {"roles", obx_ctl_roles,
      "[--print]: create least-privilege roles outbox_writer|relay|consumer|admin (or print SQL)"},
 };

@@ -55,6 +55,9 @@ prepare_row(struct obx_relay_batch *b, const struct obx_lease *lease, size_t i, 
     }
     snprintf(row->ce_type, sizeof(row->ce_type), "%s.%s", row->env.head.aggregate_type,
              row->env.head.event_type);
+    if (row->env.head.aggregate_seq > 0) {
+        snprintf(row->sequence, sizeof(row->sequence), "%lld", row->env.head.aggregate_seq);
+    }
     b->msg_row[b->msg_count] = i;
     msg = &b->msgs[b->msg_count++];
     *msg = (struct obx_bus_message){
@@ -66,6 +69,7 @@ prepare_row(struct obx_relay_batch *b, const struct obx_lease *lease, size_t i, 
         .ce_time = row->env.head.occurred_at,
         .ce_subject = row->env.head.aggregate_id,
         .traceparent = row->env.head.traceparent,
+        .sequence = row->sequence[0] != '\0' ? row->sequence : NULL,
     };
 }
 

@@ -21,6 +21,7 @@ struct obx_relay_row {
     struct obx_envelope env; /* parsed; empty when the row is invalid */
     char subject[OBX_SUBJECT_CAP];
     char ce_type[OUTBOX_MAX_ROUTE_BYTES + 1];
+    char sequence[24];            /* env.head.aggregate_seq as text; "" when the event has none */
     enum obx_row_outcome outcome; /* decided by prepare (INVALID) or by the results */
     char reason[512];             /* for last_error; "" when none */
     int duplicate;                /* the broker already had it */

@@ -15,7 +15,8 @@
  * all cases run interleaved, and `--case NAME` runs one case with its
  * baseline. Each case runs on `--clients` connections at once (default 4:
  * services share a database, and one connection alone measures its round
- * trips more than the writer).
+ * trips more than the writer). `--case ordered` measures per-aggregate
+ * ordering's cost instead (enqueue_ordered_pg.c).
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -337,6 +338,9 @@ obx_bench_enqueue(const struct obx_bench_env *env)
     int clients = env->clients; /* 1..OBX_BENCH_MAX_CLIENTS, checked by main */
     int run[CASES];
 
+    if (env->only_case != NULL && strcmp(env->only_case, "ordered") == 0) {
+        return obx_bench_enqueue_ordered(env);
+    }
     select_cases(env->only_case, run);
     for (int i = 0; i < clients; i++) {
         s[i].conn = obx_bench_connect(env);

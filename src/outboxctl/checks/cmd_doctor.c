@@ -7,7 +7,8 @@
  * transaction-mode pooler in the way (and session state it passes from
  * client to client), NOTIFY reaching a LISTEN, clock
  * skew, the xmin horizon, the outbox table's dead tuples and vacuums,
- * idle_in_transaction_session_timeout. The broker part (doctor_stream.c):
+ * idle_in_transaction_session_timeout, per-aggregate ordering's parts
+ * (trigger present and in which state, counters, rights). The broker part (doctor_stream.c):
  * the stream and the settings the relays need, the server's version and
  * storage, the ledger's retention against the stream's max_age.
  */
@@ -284,6 +285,56 @@ check_settings(struct obx_doctor *d, json_t *r)
                          : "");
 }
 
+/* Per-aggregate ordering's parts (docs/ordering.md): the trigger, its state, the counters. */
+static void
+check_ordering(struct obx_doctor *d)
+{
+    struct obx_ctl_stmt stmt = {obx_sql_doctor_ordering, NULL, 0};
+    outbox_error err = {0};
+    json_t *r = NULL;
+    const char *state;
+
+    if (obx_ctl_query_one(d->conn, d->cfg->schema, &stmt, &r, &err) != OUTBOX_OK || r == NULL) {
+        obx_doctor_add(d, "ordering", "warn", NULL, "cannot read the ordering trigger: %s",
+                       err.message);
+        json_decref(r);
+        return;
+    }
+    state = obx_ctl_str(r, "trigger_state");
+    if (state == NULL || !json_is_true(json_object_get(r, "heads_table")) ||
+        !json_is_true(json_object_get(r, "definer"))) {
+        obx_doctor_add(d, "ordering", "error", "outboxctl migrate (as the schema's owner)",
+                       "ordering's parts are incomplete in %s: trigger events_seq %s, table "
+                       "aggregate_heads %s, its function %s",
+                       d->cfg->schema, state != NULL ? "present" : "missing",
+                       json_is_true(json_object_get(r, "heads_table")) ? "present" : "missing",
+                       json_is_true(json_object_get(r, "definer")) ? "SECURITY DEFINER"
+                                                                   : "not SECURITY DEFINER");
+    } else if (strcmp(state, "D") != 0 && !json_is_true(json_object_get(r, "owner_can_count"))) {
+        obx_doctor_add(d, "ordering", "error",
+                       "ALTER FUNCTION events_seq() OWNER TO the owner of aggregate_heads",
+                       "ordering is on in %s, but the owner of events_seq() may not read and "
+                       "write aggregate_heads: every numbered insert fails",
+                       d->cfg->schema);
+    } else if (strcmp(state, "D") == 0) {
+        obx_doctor_add(d, "ordering", "ok", NULL,
+                       "ordering is off in %s: events get no aggregate_seq (outboxctl "
+                       "ordering on)",
+                       d->cfg->schema);
+    } else if (strcmp(state, "A") == 0) {
+        obx_doctor_add(d, "ordering", "ok", NULL,
+                       "ordering is on in %s: trigger events_seq enabled always, counters "
+                       "writable by its owner",
+                       d->cfg->schema);
+    } else {
+        obx_doctor_add(d, "ordering", "warn", "outboxctl ordering on",
+                       "trigger events_seq of %s fires only in %s sessions (tgenabled %s): the "
+                       "others write events without aggregate_seq",
+                       d->cfg->schema, strcmp(state, "R") == 0 ? "replica" : "origin", state);
+    }
+    json_decref(r);
+}
+
 static void
 check_table(struct obx_doctor *d)
 {
@@ -377,6 +428,7 @@ obx_ctl_doctor(const struct obx_config *cfg, int argc, char **argv)
         d.findings = json_array();
         if (check_schema(&d)) {
             check_table(&d);
+            check_ordering(&d);
         }
         check_database(&d);
         obx_doctor_check_broker(&d);

@@ -6,6 +6,7 @@
 //
 // INPUT: {"source": the relay's OUTBOX_CE_SOURCE,
 //         "rows": [{"id", "type", "subject", "occurred_at", "traceparent"|null,
+//                   "sequence": aggregate_seq as text|null,
 //                   "envelope": the row's envelope as JSON text}],
 //         "messages": [{"headers": {name: value}, "body": text}]}
 //
@@ -86,8 +87,11 @@ function check(message) {
   // The distributed-tracing extension travels as the W3C header itself, which the
   // SDK leaves to the tracing library: the header, present exactly when the row has one.
   expectEqual(id, "traceparent header", headers["traceparent"], row.traceparent ?? undefined);
-  // No per-aggregate sequence is published yet: the extension must be absent, not invented.
+  // The sequence extension is the row's aggregate_seq (an ordered schema's event),
+  // and absent, not invented, for an unordered one; so is pgoutbox's own header.
   expectEqual(id, "sequence", event.sequence, row.sequence ?? undefined);
+  expectEqual(id, "Outbox-Aggregate-Seq header", headers["Outbox-Aggregate-Seq"],
+    row.sequence ?? undefined);
   expectEqual(id, "data", event.data, JSON.parse(row.envelope));
   // Readers of either header find the content type: the binding's
   // ce-datacontenttype alone, and Content-Type alone.

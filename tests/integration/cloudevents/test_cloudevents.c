@@ -9,7 +9,9 @@
  * to check_events.mjs: the JavaScript SDK (npm `cloudevents`, pinned in
  * package-lock.json) parses each as a binary-mode message, validates it,
  * and its id, source, type, time, subject, datacontenttype, traceparent,
- * sequence and data are compared with the row's. Installed and run by
+ * sequence (ce-sequence and Outbox-Aggregate-Seq: the row's aggregate_seq,
+ * for the events written after ordering was switched on, absent before) and
+ * data are compared with the row's. Installed and run by
  * run_check.sh; Node.js and npm come from scripts/install-deps stacks.
  */
 #include <stdio.h>
@@ -142,6 +144,7 @@ rows_json(void)
                                  "'subject', aggregate_id::text, "
                                  "'occurred_at', envelope ->> 'occurred_at', "
                                  "'traceparent', envelope ->> 'traceparent', "
+                                 "'sequence', aggregate_seq::text, "
                                  "'envelope', envelope::text))::text FROM outbox.events");
     json_error_t jerr;
     json_t *rows;
@@ -256,7 +259,11 @@ Test(cloudevents, every_message_of_the_stream_is_a_cloudevent_the_sdk_validates_
     long long events;
 
     write_with_the_c_writer();
+    /* The SQL writers' events in an ordered schema: they carry ce-sequence, the C
+     * writer's before the switch do not. */
+    harness_exec(conn, "SELECT outbox.set_ordering(true)");
     write_with_the_sql_writers();
+    cr_assert_eq(harness_scalar_ll(conn, "SELECT count(aggregate_seq) FROM outbox.events"), 4);
     events = harness_scalar_ll(conn, "SELECT count(*) FROM committed");
     cr_assert_eq(events, 9);
 

@@ -8,6 +8,7 @@
  * holding up the rows behind them, and a database restart is survived.
  */
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,7 @@
 #include <criterion/criterion.h>
 #include <libpq-fe.h>
 
+#include "envelope/envelope.h"
 #include "feed/feed.h"
 #include "harness.h"
 #include "store_helpers.h"
@@ -138,6 +140,36 @@ Test(feed_db, fetch_leases_due_rows_with_the_subject_computed_from_the_envelope)
     feed->ops->batch_fini(feed, &b);
     fetch_ok(feed, 10, 0, &b);
     cr_assert_eq(b.count, 0, "claimed rows are not claimed again");
+    feed->ops->batch_fini(feed, &b);
+    feed->ops->close(feed);
+}
+
+Test(feed_db, an_ordered_schemas_events_reach_the_consumer_with_their_aggregate_seq)
+{
+    struct obx_feed *feed;
+    struct obx_feed_batch b;
+    long long seen = 0;
+
+    harness_exec(conn, "SELECT outbox.set_ordering(true)");
+    harness_exec(conn, "SELECT outbox.enqueue('movie', '0190a3b2-1c2d-7e3f-8a9b-0c1d2e3f4a5b', "
+                       "'review.logged', jsonb_build_object('n', n)) FROM generate_series(1, 3) n");
+    feed = open_db_feed(60, 0);
+    fetch_ok(feed, 10, 1000, &b);
+    cr_assert_eq(b.count, 3);
+    for (size_t i = 0; i < b.count; i++) {
+        struct obx_envelope env;
+        outbox_error err = {0};
+
+        /* What the consumer parses (message_check.c): the sequence is in its event. */
+        cr_assert_eq(
+            obx_envelope_parse(b.msgs[i].envelope, b.msgs[i].envelope_len, SIZE_MAX, &env, &err),
+            OUTBOX_OK, "%s", err.message);
+        cr_expect(env.head.aggregate_seq >= 1 && env.head.aggregate_seq <= 3, "%lld",
+                  env.head.aggregate_seq);
+        seen |= 1LL << env.head.aggregate_seq;
+        obx_envelope_fini(&env);
+    }
+    cr_expect_eq(seen, 2 + 4 + 8, "numbers 1, 2 and 3, once each");
     feed->ops->batch_fini(feed, &b);
     feed->ops->close(feed);
 }

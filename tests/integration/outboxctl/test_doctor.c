@@ -109,6 +109,7 @@ Test(ctl_doctor, a_healthy_deployment_has_every_check_and_no_error)
                                          "max_age",
                                          "jetstream_storage",
                                          "ledger_retention",
+                                         "ordering",
                                          NULL};
     struct relay_env env;
     struct ctl_run r;

@@ -256,3 +256,74 @@ Test(envelope, a_top_level_key_written_twice_is_refused_naming_it)
                              "\"occurred_at\":\"2026-11-29T09:41:56.123Z\",\"schema_version\":1,"
                              "\"payload\":{\"a\":{\"b\":1},\"c\":{\"b\":2}}}");
 }
+
+#define ENV_SEQ(seq)                                                              \
+    ENV_HEAD "\"event_type\":\"x\",\"aggregate_type\":\"movie\","                 \
+             "\"occurred_at\":\"2026-11-29T09:41:56.123Z\",\"schema_version\":1," \
+             "\"payload\":{\"aggregate_seq\":\"inner\"},\"aggregate_seq\":" seq "}"
+
+/* The sequence of the envelope's text, read by both parsers (the scanner and the tree). */
+static long long
+parsed_seq(const char *json, int tree)
+{
+    struct obx_envelope env = {0};
+    outbox_error err = {0};
+    long long seq;
+
+    cr_assert_eq(tree ? obx_envelope_parse_tree(json, strlen(json), 524288, &env, &err)
+                      : obx_envelope_parse(json, strlen(json), 524288, &env, &err),
+                 OUTBOX_OK, "refused %s: %s", json, err.message);
+    seq = env.head.aggregate_seq;
+    obx_envelope_fini(&env);
+    return seq;
+}
+
+Test(envelope, an_ordered_events_aggregate_seq_is_read_whole_by_both_parsers)
+{
+    cr_expect_eq(parsed_seq(ENV_SEQ("1"), 0), 1);
+    cr_expect_eq(parsed_seq(ENV_SEQ("1"), 1), 1);
+    cr_expect_eq(parsed_seq(ENV_SEQ(" 42 "), 0), 42);
+    /* Past 2^53 a double would round it: the text decides. */
+    cr_expect_eq(parsed_seq(ENV_SEQ("9007199254740993"), 0), 9007199254740993LL);
+    cr_expect_eq(parsed_seq(ENV_SEQ("9007199254740993"), 1), 9007199254740993LL);
+    cr_expect_eq(parsed_seq(ENV_SEQ("9223372036854775807"), 1), 9223372036854775807LL);
+    /* An unordered event has none. */
+    cr_expect_eq(parsed_seq(ENV_BODY("1"), 0), 0);
+    cr_expect_eq(parsed_seq(ENV_BODY("1"), 1), 0);
+}
+
+Test(envelope, an_aggregate_seq_that_is_not_a_whole_number_from_1_is_refused)
+{
+    const char *why = "envelope aggregate_seq must be a whole number from 1 to "
+                      "9223372036854775807, not ";
+
+    assert_refused(ENV_SEQ("0"), why);
+    assert_refused(ENV_SEQ("-3"), "not -3");
+    assert_refused(ENV_SEQ("2.0"), "not 2.0");
+    assert_refused(ENV_SEQ("2e0"), "not 2e0");
+    assert_refused(ENV_SEQ("007"), "envelope is not valid JSON");
+    assert_refused(ENV_SEQ("\"5\""), "not \"\\\"5\\\"\"");
+    assert_refused(ENV_SEQ("9223372036854775808"), "not 9223372036854775808");
+    assert_refused(ENV_SEQ("null"), "not \"null\"");
+}
+
+Test(envelope, the_serializer_writes_a_sequence_the_parser_reads_back)
+{
+    struct obx_envelope_fields f = {
+        .head = {.id = "0190a3b2-1c2d-7e3f-8a9b-0c1d2e3f4a5b",
+                 .event_type = "x",
+                 .aggregate_type = "movie",
+                 .aggregate_id = "0190a3b2-1c2d-7e3f-8a9b-0c1d2e3f4a5b",
+                 .occurred_at = "2026-11-29T09:41:56.123Z",
+                 .aggregate_seq = 77},
+        .payload_json = "{}",
+        .payload_len = 2,
+    };
+    struct obx_buf out;
+
+    obx_buf_init(&out);
+    obx_envelope_serialize(&f, &out);
+    cr_assert(!obx_buf_failed(&out));
+    cr_expect_eq(parsed_seq(out.data, 0), 77, "%s", out.data);
+    obx_buf_fini(&out);
+}

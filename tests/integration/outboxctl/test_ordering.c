@@ -1,0 +1,191 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_ordering.c - `outboxctl ordering on|off|status` switches the
+ * schema's per-aggregate numbering in the database and reports it (text
+ * and --json), refuses what it does not know (exit 2), gives up with exit 1
+ * behind a writer's open transaction instead of holding writers back, and
+ * `outboxctl doctor` checks ordering's parts.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <criterion/criterion.h>
+
+#include "ctl_test.h"
+#include "harness.h"
+#include "relay_test.h"
+
+#include "common/banned.h" /* last: poisons unsafe functions */
+
+static PGconn *conn;
+static struct relay_env env;
+
+static void
+setup(void)
+{
+    conn = harness_pg_connect_fresh();
+    relay_test_prepare(conn);
+    relay_test_env(&env, "ORD", "ord");
+}
+
+static void
+teardown(void)
+{
+    relay_env_fini(&env);
+    PQfinish(conn);
+    conn = NULL;
+}
+
+TestSuite(ctl_ordering, .init = setup, .fini = teardown, .timeout = 120);
+
+static json_t *
+status_json(struct ctl_run *r)
+{
+    ctl_expect(r, &env, 0, (const char *const[]){"ordering", "status", "--json", NULL});
+    cr_assert_eq(json_array_size(r->lines), 1, "status --json prints one object:\n%s", r->out);
+    return json_array_get(r->lines, 0);
+}
+
+Test(ctl_ordering, on_off_and_status_switch_and_report_the_schemas_numbering)
+{
+    struct ctl_run r;
+    json_t *doc;
+
+    doc = status_json(&r);
+    cr_expect(json_is_false(json_object_get(doc, "ordering")), "%s", r.out);
+    cr_expect_str_eq(ctl_str(doc, "schema"), "outbox");
+    ctl_run_fini(&r);
+
+    ctl_expect(&r, &env, 0, (const char *const[]){"ordering", "on", NULL});
+    cr_expect(strstr(r.out, "ordering is on") != NULL, "%s", r.out);
+    ctl_run_fini(&r);
+    cr_expect_eq(harness_scalar_ll(conn, "SELECT outbox.ordering_on()::int"), 1);
+    ctl_expect(&r, &env, 0, (const char *const[]){"ordering", "on", NULL});
+    cr_expect(strstr(r.out, "already on") != NULL, "%s", r.out);
+    ctl_run_fini(&r);
+
+    harness_exec(conn, "SELECT outbox.enqueue('order', '0190a3b2-1c2d-7e3f-8a9b-0c1d2e3f4a5b', "
+                       "'x', '{}') FROM generate_series(1, 3)");
+    harness_exec(conn, "SELECT outbox.enqueue('order', '00000000-0000-0000-0000-000000000000', "
+                       "'x', '{}')");
+    doc = status_json(&r);
+    cr_expect(json_is_true(json_object_get(doc, "ordering")), "%s", r.out);
+    cr_expect_eq(ctl_int(doc, "aggregates"), 1, "%s", r.out);
+    cr_expect_eq(ctl_int(doc, "highest_seq"), 3, "%s", r.out);
+    cr_expect_eq(ctl_int(doc, "waiting_ordered"), 3, "%s", r.out);
+    cr_expect_eq(ctl_int(doc, "waiting_unordered"), 1, "%s", r.out);
+    ctl_run_fini(&r);
+
+    ctl_expect(&r, &env, 0, (const char *const[]){"ordering", "off", "--json", NULL});
+    cr_assert_eq(json_array_size(r.lines), 1, "%s", r.out);
+    cr_expect(json_is_false(json_object_get(json_array_get(r.lines, 0), "ordering")));
+    cr_expect(json_is_true(json_object_get(json_array_get(r.lines, 0), "was")));
+    ctl_run_fini(&r);
+    ctl_expect(&r, &env, 0, (const char *const[]){"ordering", "status", NULL});
+    cr_expect(strstr(r.out, "ordering is off") != NULL, "%s", r.out);
+    cr_expect(strstr(r.out, "3 ordered, 1 unordered") != NULL, "%s", r.out);
+    ctl_run_fini(&r);
+}
+
+Test(ctl_ordering, refuses_what_it_does_not_know)
+{
+    struct ctl_run r;
+
+    ctl_expect(&r, &env, 2, (const char *const[]){"ordering", NULL});
+    ctl_run_fini(&r);
+    ctl_expect(&r, &env, 2, (const char *const[]){"ordering", "maybe", NULL});
+    cr_expect(strstr(r.out, "\"maybe\" is not on, off or status") != NULL, "%s", r.out);
+    ctl_run_fini(&r);
+    ctl_expect(&r, &env, 2, (const char *const[]){"ordering", "on", "--all", NULL});
+    ctl_run_fini(&r);
+}
+
+Test(ctl_ordering, gives_up_behind_an_open_writer_instead_of_holding_writers_back)
+{
+    PGconn *writer = PQconnectdb(harness_db_url());
+    struct ctl_run r;
+
+    cr_assert_eq(PQstatus(writer), CONNECTION_OK);
+    harness_exec(writer, "BEGIN");
+    harness_exec(writer, "SELECT outbox.enqueue('order', '0190a3b2-1c2d-7e3f-8a9b-0c1d2e3f4a5b', "
+                         "'x', '{}')");
+    ctl_expect(&r, &env, 1, (const char *const[]){"ordering", "on", NULL});
+    cr_expect(strstr(r.out, "still open after 3 s") != NULL, "%s", r.out);
+    cr_expect(strstr(r.out, "55P03") != NULL, "%s", r.out);
+    ctl_run_fini(&r);
+    harness_exec(writer, "COMMIT");
+    PQfinish(writer);
+    cr_expect_eq(harness_scalar_ll(conn, "SELECT outbox.ordering_on()::int"), 0);
+    ctl_expect(&r, &env, 0, (const char *const[]){"ordering", "on", NULL});
+    ctl_run_fini(&r);
+}
+
+/*
+ * The level of doctor's ordering finding, and what it saw (in `saw`, `cap` bytes).
+ * Its exit code is not asserted: this test makes no stream, which doctor reports.
+ */
+static const char *
+doctor_ordering(struct ctl_run *r, char *saw, size_t cap)
+{
+    size_t i;
+    json_t *line;
+
+    ctl_run(r, &env, (const char *const[]){"doctor", "--json", NULL});
+    json_array_foreach(r->lines, i, line)
+    {
+        const char *c = ctl_str(line, "check");
+
+        if (c != NULL && strcmp(c, "ordering") == 0) {
+            snprintf(saw, cap, "%s", ctl_str(line, "saw"));
+            return ctl_str(line, "level");
+        }
+    }
+    cr_assert_fail("doctor has no ordering finding:\n%s", r->out);
+    return NULL;
+}
+
+Test(ctl_ordering, doctor_checks_the_trigger_and_the_counters)
+{
+    struct ctl_run r;
+    char saw[512];
+
+    cr_expect_str_eq(doctor_ordering(&r, saw, sizeof(saw)), "ok");
+    cr_expect(strstr(saw, "ordering is off") != NULL, "%s", saw);
+    ctl_run_fini(&r);
+    harness_exec(conn, "SELECT outbox.set_ordering(true)");
+    cr_expect_str_eq(doctor_ordering(&r, saw, sizeof(saw)), "ok");
+    cr_expect(strstr(saw, "ordering is on") != NULL, "%s", saw);
+    ctl_run_fini(&r);
+    /* Enabled the plain way: a session in replica mode would write unnumbered. */
+    harness_exec(conn, "ALTER TABLE outbox.events ENABLE TRIGGER events_seq");
+    cr_expect_str_eq(doctor_ordering(&r, saw, sizeof(saw)), "warn");
+    cr_expect(strstr(saw, "only in origin sessions") != NULL, "%s", saw);
+    ctl_run_fini(&r);
+    harness_exec(conn, "DROP TRIGGER events_seq ON outbox.events");
+    cr_expect_str_eq(doctor_ordering(&r, saw, sizeof(saw)), "error");
+    cr_expect(strstr(saw, "trigger events_seq missing") != NULL, "%s", saw);
+    ctl_run_fini(&r);
+}
+
+Test(ctl_ordering, dead_requeue_writes_a_pruned_ordered_row_back_with_its_number)
+{
+    struct ctl_run r;
+
+    harness_exec(conn, "SELECT outbox.set_ordering(true)");
+    harness_exec(conn, "SELECT outbox.enqueue('order', '0190a3b2-1c2d-7e3f-8a9b-0c1d2e3f4a5b', "
+                       "'x', '{}') FROM generate_series(1, 2)");
+    /* The relay dead-lettered number 2, and retention pruned its row. */
+    harness_exec(conn, "INSERT INTO outbox.dead_letters (event_id, handler, envelope, reason) "
+                       "SELECT id, '', envelope, 'rejected' FROM outbox.events "
+                       "WHERE aggregate_seq = 2");
+    harness_exec(conn, "DELETE FROM outbox.events WHERE aggregate_seq = 2");
+    ctl_expect(&r, &env, 0, (const char *const[]){"dead", "requeue", "--relay", NULL});
+    ctl_run_fini(&r);
+    cr_expect_eq(harness_scalar_ll(conn,
+                                   "SELECT count(*) FROM outbox.events WHERE "
+                                   "aggregate_seq = 2 AND envelope ->> 'aggregate_seq' = '2'"),
+                 1, "the row is back with its own number");
+    cr_expect_eq(harness_scalar_ll(conn, "SELECT last_seq FROM outbox.aggregate_heads"), 2,
+                 "and no new number was given");
+}
