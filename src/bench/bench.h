@@ -103,8 +103,9 @@ void obx_bench_preload(PGconn *conn, long long count);
 /* Rows waiting to be published, through the claims' indexes; `first_only`: 0 or more. */
 long long obx_bench_waiting(PGconn *conn, int first_only);
 
-/* Gives the outbox the two-write claim's due index (two_writes) or takes it away. */
-void obx_bench_claim_index(PGconn *conn, int two_writes);
+/* Gives the outbox the two-write claim's release's table (indexes, fillfactor), or this
+ * release's (release_table_pg.c). Empties the outbox first: each case loads its own rows. */
+void obx_bench_claim_table(PGconn *conn, int two_writes);
 
 /* ---- PostgreSQL's CPU time, from /proc (pg_cpu.c) ---- */
 

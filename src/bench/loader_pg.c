@@ -72,26 +72,11 @@ obx_bench_preload(PGconn *conn, long long count)
 }
 
 /*
- * The two-write claim's comparison runs on its own release's table: that
- * claim found fresh rows through events_due_idx (dropped by migration
- * 0011), and without it each lease would sort the whole outbox. Its mark
- * mode's finish then pays the index too, as it did.
- */
-void
-obx_bench_claim_index(PGconn *conn, int two_writes)
-{
-    obx_bench_exec(conn, two_writes ? "CREATE INDEX IF NOT EXISTS events_due_idx "
-                                      "ON outbox.events (next_attempt_at) "
-                                      "WHERE published_at IS NULL"
-                                    : "DROP INDEX IF EXISTS outbox.events_due_idx");
-}
-
-/*
  * The rows waiting to be published (pending or out for publishing), read
  * the way the relays find them: fresh ones through the windows' index from
  * the floor (published rows stay in that index, behind it), the ones that
  * came back through the retries' index. With the two-write claim's index
- * back (obx_bench_claim_index), through that one: the floor does not move
+ * back (obx_bench_claim_table), through that one: the floor does not move
  * under that claim. The outbox has no index of every waiting row, and a
  * count over the table read every done row kept in mark mode, many times a
  * second, on the machine being measured. `first_only`: stop at the first

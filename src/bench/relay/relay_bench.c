@@ -165,7 +165,7 @@ measure_case(const struct obx_bench_env *env, PGconn *conn, struct obx_bench_rel
              c->replicas, c->two_writes ? "_TWO" : "");
     snprintf(c->prefix, sizeof(c->prefix), "bench%s%d%s", c->prune ? "p" : "m", c->replicas,
              c->two_writes ? "t" : "");
-    obx_bench_claim_index(conn, c->two_writes);
+    obx_bench_claim_table(conn, c->two_writes);
     obx_bench_preload(conn, c->events);
     if (obx_bench_stream_create(env->nats_url, c->stream, c->prefix) != 0) {
         exit(1);
@@ -247,7 +247,7 @@ obx_bench_relay(const struct obx_bench_env *env)
 
     if (wanted(env, "rate")) {
         rate_cases(env, conn);
-        obx_bench_claim_index(conn, 0);
+        obx_bench_claim_table(conn, 0);
     }
     if (wanted(env, "latency") &&
         obx_bench_relay_latency(env, 1000, env->seconds * 3, &p50, &p99, &samples) == 0) {

@@ -472,7 +472,7 @@ obx_bench_sustained(const struct obx_bench_env *env)
     fresh_database(admin, &fresh);
     conn = obx_bench_connect(&fresh);
     obx_bench_sample_by_index(conn);
-    obx_bench_claim_index(conn, fresh.two_writes);
+    obx_bench_claim_table(conn, fresh.two_writes);
     if (obx_bench_stream_create(env->nats_url, "BENCH_SUSTAINED", "benchsus") != 0) {
         return 1;
     }
