@@ -100,6 +100,33 @@ helper_lease_has(const struct obx_lease *lease, const char *id)
     return 0;
 }
 
+/*
+ * Claims as a relay does, each claim writing the floor (relay_floor), until
+ * the floor has passed every published row; fails after about 5 s. Every
+ * claim that empties its window starts the next one, and the floor follows
+ * the window's snapshot xmin, which any transaction of the cluster open
+ * when the window began holds back (another test's, run alongside). The
+ * claims may take rows: they stay claimed, open.
+ */
+static inline void
+helper_floor_past_published(PGconn *conn, struct obx_store *store)
+{
+    static const char published_above[] = "published_at IS NOT NULL "
+                                          "AND tx >= (SELECT tx FROM outbox.relay_floor)";
+    struct obx_lease lease;
+
+    for (int i = 0; i < 100 && helper_count(conn, published_above) > 0; i++) {
+        harness_exec(conn,
+                     "UPDATE outbox.relay_floor SET written_at = now() - interval '1 minute'");
+        helper_lease(store, 100, 60, &lease);
+        obx_lease_fini(&lease);
+        harness_sleep_ms(50);
+    }
+    cr_assert_eq(helper_count(conn, published_above), 0,
+                 "the floor never passed the published rows: a relay that lost its cursor "
+                 "would read them again");
+}
+
 /* Finish options with a 1 s backoff base, so tests read delays in seconds. */
 static inline struct obx_finish_options
 helper_finish_options(enum obx_finish_mode mode, int max_attempts)

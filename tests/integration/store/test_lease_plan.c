@@ -517,6 +517,7 @@ Test(lease_plan, a_relay_that_lost_its_cursor_starts_at_the_floor)
         cr_assert_eq(helper_finish_all(store, &lease, OBX_ROW_DONE, NULL, &opts).done, 1000);
         obx_lease_fini(&lease);
     }
+    helper_floor_past_published(conn, store);
     load_due(300);
     harness_exec(conn, "UPDATE outbox.relay_floor SET written_at = now() - interval '1 minute'");
     helper_lease(store, LIMIT, 60, &open[0]);

@@ -273,17 +273,11 @@ Test(window_claim, the_floor_passes_published_rows)
     helper_lease(store, 100, 60, &lease);
     (void)helper_finish_all(store, &lease, OBX_ROW_DONE, NULL, &opts);
     obx_lease_fini(&lease);
-    floor_due();
-    helper_enqueue(conn, 1);
-    helper_lease(store, 100, 60, &lease);
-    cr_assert_eq(lease.count, 1);
-    cr_assert_eq(helper_count(conn, "published_at IS NOT NULL "
-                                    "AND tx >= (SELECT tx FROM outbox.relay_floor)"),
-                 0, "a relay that lost its cursor would read the published rows again");
+    helper_enqueue(conn, 1); /* claimed by the first claim below, and held */
+    helper_floor_past_published(conn, store);
     cr_assert_eq(helper_count(conn, "published_at IS NULL "
                                     "AND tx < (SELECT tx FROM outbox.relay_floor)"),
                  0, "the floor passed a row not yet published");
-    obx_lease_fini(&lease);
 }
 
 Test(window_claim, mark_mode_finishes_a_batch_in_place)
