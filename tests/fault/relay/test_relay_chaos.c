@@ -91,8 +91,10 @@ pick_victim(struct harness_proc *relays)
     long long deadline = harness_now_ms() + 1000;
 
     while (harness_now_ms() < deadline) {
-        char *token = harness_scalar_text(conn, "SELECT max(lease_token::text) "
-                                                "FROM outbox.events WHERE status = 'leased'");
+        /* A window claim's token (relay_claims), else a row lease's: each relay logs it. */
+        char *token = harness_scalar_text(
+            conn, "SELECT coalesce((SELECT max(token::text) FROM outbox.relay_claims), "
+                  "(SELECT max(lease_token::text) FROM outbox.events WHERE status = 'leased'))");
 
         for (int i = 0; token != NULL && i < RELAYS; i++) {
             if (harness_proc_log_contains(&relays[i], token)) {
