@@ -52,6 +52,8 @@ GRANT SELECT, INSERT, UPDATE ON /*schema*/dead_letters TO outbox_relay;
 GRANT SELECT, INSERT, UPDATE, DELETE ON /*schema*/relay_cursor, /*schema*/relay_claims TO outbox_relay;
 GRANT SELECT, UPDATE ON /*schema*/relay_floor TO outbox_relay;
 GRANT SELECT ON /*schema*/schema_migrations TO outbox_relay;
+-- Ordered schemas: the gaps an operator skipped (0015).
+GRANT SELECT ON /*schema*/aggregate_skips TO outbox_relay, outbox_consumer;
 
 GRANT SELECT, INSERT, UPDATE, DELETE ON /*schema*/processed_events TO outbox_consumer;
 GRANT SELECT, INSERT, UPDATE ON /*schema*/dead_letters TO outbox_consumer;
