@@ -3,9 +3,11 @@
 --
 -- An aggregate's events are published and handled in aggregate_seq order,
 -- each only after its predecessor. A predecessor that can never be
--- published (a dead letter, a quarantined row) would hold its aggregate
--- for ever; `outboxctl dead skip` records it here instead, as a gap every
--- relay and every handler goes past. A skip is never undone by pgoutbox:
+-- published (a dead letter, a quarantined row) or never handled by one
+-- handler (that handler's dead letter) would hold its aggregate for ever;
+-- `outboxctl dead skip` records it here instead, as a gap to go past:
+-- handler '' (the relay's dead letter) for relays and every handler, a
+-- handler's name for that handler only. A skip is never undone by pgoutbox:
 -- once consumers have gone past a number, publishing it later would break
 -- the order they saw. The skipped event stays where it is (a dead letter
 -- or a quarantined row), for the operator to read.
@@ -13,10 +15,11 @@ CREATE TABLE /*schema*/aggregate_skips (
     aggregate_type text        NOT NULL,
     aggregate_id   uuid        NOT NULL,
     aggregate_seq  bigint      NOT NULL CHECK (aggregate_seq >= 1),
+    handler        text        NOT NULL DEFAULT '',
     event_id       uuid        NOT NULL,
     skipped_at     timestamptz NOT NULL DEFAULT now(),
     skipped_by     text        NOT NULL DEFAULT current_user,
-    PRIMARY KEY (aggregate_type, aggregate_id, aggregate_seq)
+    PRIMARY KEY (aggregate_type, aggregate_id, aggregate_seq, handler)
 );
 REVOKE ALL ON /*schema*/aggregate_skips FROM PUBLIC;
 
