@@ -29,7 +29,7 @@ WITH cur AS MATERIALIZED (
     -- transaction holds s_lo's xmin.
     SELECT * FROM (
         (SELECT e.id, e.tx, e.envelope, e.attempts, e.lease_expiries, e.event_type,
-                   e.aggregate_type, e.aggregate_id, e.tenant_id, e.data_subject
+                   e.aggregate_type, e.aggregate_id, e.tenant_id, e.data_subject, e.aggregate_seq
            FROM /*schema*/events AS e
           WHERE e.published_at IS NULL AND e.next_attempt_at <= e.created_at AND e.status = 'pending'
             AND e.tx = ANY ((SELECT lo_xip FROM cur)::xid8[])
@@ -39,7 +39,7 @@ WITH cur AS MATERIALIZED (
           LIMIT $1)
         UNION ALL
         (SELECT e.id, e.tx, e.envelope, e.attempts, e.lease_expiries, e.event_type,
-                   e.aggregate_type, e.aggregate_id, e.tenant_id, e.data_subject
+                   e.aggregate_type, e.aggregate_id, e.tenant_id, e.data_subject, e.aggregate_seq
            FROM /*schema*/events AS e
           WHERE e.published_at IS NULL AND e.next_attempt_at <= e.created_at AND e.status = 'pending'
             AND (e.tx, e.id) > ((SELECT from_tx FROM cur), (SELECT from_id FROM cur))
@@ -57,7 +57,7 @@ WITH cur AS MATERIALIZED (
     -- parts; what this statement sees is in its snapshot.
     SELECT * FROM (
         (SELECT e.id, e.tx, e.envelope, e.attempts, e.lease_expiries, e.event_type,
-                   e.aggregate_type, e.aggregate_id, e.tenant_id, e.data_subject
+                   e.aggregate_type, e.aggregate_id, e.tenant_id, e.data_subject, e.aggregate_seq
            FROM /*schema*/events AS e
           WHERE (SELECT yes FROM done_with_window) AND e.published_at IS NULL AND e.next_attempt_at <= e.created_at AND e.status = 'pending'
             AND e.tx = ANY ((SELECT hi_xip FROM cur)::xid8[])
@@ -65,7 +65,7 @@ WITH cur AS MATERIALIZED (
           LIMIT $1)
         UNION ALL
         (SELECT e.id, e.tx, e.envelope, e.attempts, e.lease_expiries, e.event_type,
-                   e.aggregate_type, e.aggregate_id, e.tenant_id, e.data_subject
+                   e.aggregate_type, e.aggregate_id, e.tenant_id, e.data_subject, e.aggregate_seq
            FROM /*schema*/events AS e
           WHERE (SELECT yes FROM done_with_window) AND e.published_at IS NULL AND e.next_attempt_at <= e.created_at AND e.status = 'pending'
             AND e.tx >= pg_snapshot_xmax((SELECT s_hi FROM cur))
@@ -76,6 +76,42 @@ WITH cur AS MATERIALIZED (
      LIMIT $1 - (SELECT count(*) FROM rest)
 ), taken AS MATERIALIZED (
     SELECT 0 AS part, * FROM rest UNION ALL SELECT 1 AS part, * FROM next
+), runs AS MATERIALIZED (
+    -- An ordered schema's rows (a number given, migration 0014) go out only
+    -- from their aggregate's head: the batch's rows of one aggregate, in
+    -- aggregate_seq order, as far as they follow on from the lowest one
+    -- without a gap, and only if that one's predecessor is published (or
+    -- skipped, or not in the table: published and pruned). Windows take rows
+    -- in (tx, id) order, which is not commit order within a window, and a
+    -- batch can stop between two numbers of one aggregate: the rest wait.
+    SELECT t.id, t.aggregate_seq - first_value(t.aggregate_seq) OVER w + 1
+                 = row_number() OVER w AS in_run,
+           first_value(t.aggregate_seq) OVER w AS first_seq, t.aggregate_type, t.aggregate_id,
+           min(t.tx) OVER (PARTITION BY t.part, t.aggregate_type, t.aggregate_id) AS run_tx
+      FROM taken AS t
+     WHERE t.aggregate_seq IS NOT NULL
+    WINDOW w AS (PARTITION BY t.aggregate_type, t.aggregate_id ORDER BY t.aggregate_seq)
+), waiting AS MATERIALIZED (
+    SELECT r.id
+      FROM runs AS r
+     WHERE NOT r.in_run
+        OR /*schema*/head_waits(r.aggregate_type, r.aggregate_id, r.first_seq)
+), parked AS (
+    -- Waiting rows leave the windows for the row lease (next_attempt_at
+    -- after created_at), marked as waiting for their head: a publish of an
+    -- earlier number of the aggregate wakes them (wake_successors.sql), and
+    -- the row lease looks again after a while in any case
+    -- (head_wait_until()), so a wake-up lost in a race costs a delay, not the
+    -- aggregate. No attempt is spent.
+    UPDATE /*schema*/events AS e
+       SET next_attempt_at = /*schema*/head_wait_until(e.created_at),
+           last_error = 'waiting_for_head'
+     WHERE e.id IN (SELECT id FROM waiting)
+), out AS MATERIALIZED (
+    SELECT t.*, coalesce(r.run_tx, t.tx) AS run_tx
+      FROM taken AS t
+      LEFT JOIN runs AS r ON r.id = t.id
+     WHERE t.id NOT IN (SELECT id FROM waiting)
 ), last AS MATERIALIZED (
     -- Where the batch stopped: in the window just begun when the old one
     -- was done, else in the old one.
@@ -105,12 +141,14 @@ WITH cur AS MATERIALIZED (
 ), claim AS (
     INSERT INTO /*schema*/relay_claims (token, holder, ids, expires_at, min_tx)
     SELECT gen_random_uuid(), $3, array_agg(id), now() + make_interval(secs => $2), min(tx)
-      FROM taken
+      FROM out
     HAVING count(*) > 0
     RETURNING token
 )
+-- An aggregate's run goes out in number order, where its first row would be.
 SELECT t.id, t.envelope::text AS envelope, t.attempts, (SELECT token FROM claim) AS lease_token,
        false AS quarantined, t.lease_expiries, false AS taken_over, t.event_type,
-       t.aggregate_type, t.aggregate_id::text AS aggregate_id, t.tenant_id, t.data_subject
-  FROM taken AS t
- ORDER BY t.part, t.tx, t.id
+       t.aggregate_type, t.aggregate_id::text AS aggregate_id, t.tenant_id, t.data_subject,
+       t.aggregate_seq
+  FROM out AS t
+ ORDER BY t.part, t.run_tx, t.aggregate_type, t.aggregate_id, t.aggregate_seq, t.tx, t.id

@@ -19,14 +19,16 @@
 -- lease runs out a second time is a suspect and is leased alone: the rows
 -- leased with a row that crashes relays must not reach $3 with it. A first
 -- expiry (a replica died) keeps its batch, so that recovery stays cheap.
--- Returns the leased rows (quarantined = false) first, in id order, then
+-- Returns the leased rows (quarantined = false) first, in id order (an
+-- ordered aggregate's after the others, in number order), then
 -- the quarantined ones, without their envelope; lease_expiries counts the
 -- leases of the row that ran out, this call's included, and taken_over says
 -- this call found the row's lease run out (leased again or quarantined).
 -- Then the columns the envelope must repeat: the relay publishes only an
 -- envelope that matches its row, in case the row rules were bypassed.
 WITH candidates AS MATERIALIZED (
-    SELECT id, next_attempt_at, (status = 'leased')::integer AS expiry,
+    SELECT id, next_attempt_at, (status = 'leased')::integer AS expiry, aggregate_type,
+           aggregate_id, aggregate_seq,
            -- A window claim run out charged its pending rows already.
            (status = 'leased' AND lease_expiries + 1 >= $3)
            OR (status = 'pending' AND lease_expiries >= $3) AS quarantine,
@@ -40,12 +42,38 @@ WITH candidates AS MATERIALIZED (
        FOR UPDATE SKIP LOCKED
 ), lone AS MATERIALIZED (
     SELECT id FROM candidates WHERE suspect AND NOT quarantine ORDER BY next_attempt_at LIMIT 1
-), chosen AS MATERIALIZED (
+), picked AS MATERIALIZED (
     -- With a suspect, the other candidates stay as they are (only their row
     -- locks were taken) for the next lease; rows turning dead go anyway.
-    SELECT id, expiry, quarantine
+    SELECT id, expiry, quarantine, aggregate_type, aggregate_id, aggregate_seq
       FROM candidates
      WHERE quarantine OR NOT EXISTS (SELECT 1 FROM lone) OR id IN (SELECT id FROM lone)
+), runs AS MATERIALIZED (
+    -- An ordered aggregate's rows go out only from its head, as in
+    -- claim_window.sql: a run without a gap whose first row's predecessor
+    -- is published (migration 0016). The others wait again.
+    SELECT p.id, p.aggregate_seq - first_value(p.aggregate_seq) OVER w + 1
+                 = row_number() OVER w AS in_run,
+           first_value(p.aggregate_seq) OVER w AS first_seq, p.aggregate_type, p.aggregate_id
+      FROM picked AS p
+     WHERE p.aggregate_seq IS NOT NULL AND NOT p.quarantine
+    WINDOW w AS (PARTITION BY p.aggregate_type, p.aggregate_id ORDER BY p.aggregate_seq)
+), waiting AS MATERIALIZED (
+    SELECT r.id
+      FROM runs AS r
+     WHERE NOT r.in_run
+        OR /*schema*/head_waits(r.aggregate_type, r.aggregate_id, r.first_seq)
+), parked AS (
+    -- A lease that ran out is charged its expiry, and its row waits as pending.
+    UPDATE /*schema*/events AS e
+       SET status = 'pending', leased_until = NULL, lease_token = NULL,
+           lease_expiries = e.lease_expiries + p.expiry,
+           next_attempt_at = /*schema*/head_wait_until(e.created_at),
+           last_error = 'waiting_for_head'
+      FROM picked AS p
+     WHERE e.id = p.id AND p.id IN (SELECT id FROM waiting)
+), chosen AS MATERIALIZED (
+    SELECT id, expiry, quarantine FROM picked WHERE id NOT IN (SELECT id FROM waiting)
 ), batch AS MATERIALIZED (
     SELECT gen_random_uuid() AS token
 ), stamped AS (
@@ -57,12 +85,13 @@ WITH candidates AS MATERIALIZED (
            next_attempt_at = CASE WHEN c.quarantine THEN 'infinity' ELSE e.next_attempt_at END,
            lease_token = CASE WHEN c.quarantine THEN NULL ELSE b.token END,
            last_error = CASE WHEN c.quarantine THEN 'lease_expired_without_outcome'
+                             WHEN e.last_error = 'waiting_for_head' THEN NULL
                              ELSE e.last_error END
       FROM chosen AS c, batch AS b
      WHERE e.id = c.id
     RETURNING e.id, e.status, e.envelope, e.attempts, e.lease_token, e.lease_expiries,
               c.expiry = 1 AS taken_over, e.event_type, e.aggregate_type, e.aggregate_id,
-              e.tenant_id, e.data_subject
+              e.tenant_id, e.data_subject, e.aggregate_seq
 ), letters AS (
     INSERT INTO /*schema*/dead_letters AS d (event_id, handler, envelope, reason, attempts)
     SELECT id, '', envelope, 'lease_expired_without_outcome', attempts
@@ -74,6 +103,8 @@ WITH candidates AS MATERIALIZED (
 )
 SELECT id, CASE WHEN status = 'leased' THEN envelope::text END AS envelope, attempts,
        lease_token, status = 'dead' AS quarantined, lease_expiries, taken_over, event_type,
-       aggregate_type, aggregate_id::text AS aggregate_id, tenant_id, data_subject
+       aggregate_type, aggregate_id::text AS aggregate_id, tenant_id, data_subject,
+       aggregate_seq
   FROM stamped
- ORDER BY status = 'dead', id
+ ORDER BY status = 'dead', CASE WHEN aggregate_seq IS NULL THEN id END, aggregate_type,
+          aggregate_id, aggregate_seq, id

@@ -25,6 +25,7 @@ enum obx_store_sql {
     OBX_STORE_CLAIM_CURSOR,
     OBX_STORE_CLAIM_TAKEOVER,
     OBX_STORE_CLAIM_WINDOW,
+    OBX_STORE_WAKE_SUCCESSORS,
     OBX_STORE_LEASE_ALL, /* lease_batch.sql for every due row: the bench's old claim */
     OBX_STORE_SQL_COUNT
 };
@@ -56,5 +57,14 @@ struct obx_claim_takeover {
 outbox_status obx_store_claim_window(struct obx_store *store, int limit, int claim_seconds,
                                      PGresult **rows, struct obx_claim_takeover *found,
                                      outbox_error *err);
+
+/*
+ * After a finish: makes the rows that waited for the ordered heads the
+ * lease published (outcome done) due now, and the row lease go first if
+ * any woke. Failures are logged only: waiting rows are looked at again
+ * after a while in any case (migration 0016).
+ */
+void obx_store_wake_successors(struct obx_store *store, const struct obx_lease *lease,
+                               const enum obx_row_outcome *outcomes);
 
 #endif

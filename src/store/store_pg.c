@@ -467,6 +467,9 @@ obx_store_finish(struct obx_store *store, const struct obx_lease *lease,
         applied = got.done + got.retried + got.dead + got.released + got.invalid;
         got.lost = applied < lease->count ? lease->count - applied : 0;
         *counts = got;
+        if (got.done > 0) {
+            obx_store_wake_successors(store, lease, outcomes);
+        }
     }
 done:
     obx_buf_fini(&seqs);

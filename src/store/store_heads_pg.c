@@ -1,0 +1,105 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * store_heads_pg.c - wakes the rows that waited for the heads a batch
+ * published (wake_successors.sql, migration 0016).
+ *
+ * An ordered aggregate's rows go out from its head only; a row whose
+ * predecessor was still on its way when it was claimed waits in the row
+ * lease. Waking it right after the publish, and letting the row lease go
+ * first, keeps a busy aggregate moving at a batch per round of the relay
+ * instead of a batch per row-lease turn.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include <libpq-fe.h>
+
+#include "common/buf.h"
+#include "common/error.h"
+#include "store_int.h"
+#include "support/log.h"
+
+#include "common/banned.h" /* last: poisons unsafe functions */
+
+/* One element of a text[] literal, quoted, with \ and " escaped. */
+static void
+append_text_element(struct obx_buf *b, const char *text)
+{
+    obx_buf_append_str(b, "\"");
+    for (const char *c = text; *c != '\0'; c++) {
+        if (*c == '\\' || *c == '"') {
+            obx_buf_append_str(b, "\\");
+        }
+        obx_buf_append(b, c, 1);
+    }
+    obx_buf_append_str(b, "\"");
+}
+
+/* Appends the published ordered rows of `lease` to the three arrays; returns how many. */
+static size_t
+published_heads(const struct obx_lease *lease, const enum obx_row_outcome *outcomes,
+                struct obx_buf out[3])
+{
+    int seq_col = PQfnumber(lease->rows, "aggregate_seq");
+    int type_col = PQfnumber(lease->rows, "aggregate_type");
+    int id_col = PQfnumber(lease->rows, "aggregate_id");
+    size_t n = 0;
+
+    if (seq_col < 0 || type_col < 0 || id_col < 0) {
+        return 0;
+    }
+    for (size_t i = 0; i < lease->count; i++) {
+        if (outcomes[i] != OBX_ROW_DONE || PQgetisnull(lease->rows, (int)i, seq_col)) {
+            continue;
+        }
+        for (int k = 0; k < 3; k++) {
+            obx_buf_append_str(&out[k], n > 0 ? "," : "{");
+        }
+        append_text_element(&out[0], PQgetvalue(lease->rows, (int)i, type_col));
+        obx_buf_append_str(&out[1], PQgetvalue(lease->rows, (int)i, id_col));
+        obx_buf_append_str(&out[2], PQgetvalue(lease->rows, (int)i, seq_col));
+        n++;
+    }
+    for (int k = 0; n > 0 && k < 3; k++) {
+        obx_buf_append_str(&out[k], "}");
+    }
+    return n;
+}
+
+void
+obx_store_wake_successors(struct obx_store *store, const struct obx_lease *lease,
+                          const enum obx_row_outcome *outcomes)
+{
+    struct obx_buf arrays[3];
+    const char *params[3];
+    PGresult *res;
+
+    for (int k = 0; k < 3; k++) {
+        obx_buf_init(&arrays[k]);
+    }
+    if (published_heads(lease, outcomes, arrays) == 0) {
+        goto done;
+    }
+    if (obx_buf_failed(&arrays[0]) || obx_buf_failed(&arrays[1]) || obx_buf_failed(&arrays[2])) {
+        obx_log(OUTBOX_LOG_WARN, "wake the rows waiting for their head: out of memory "
+                                 "(they are looked at again after a while)");
+        goto done;
+    }
+    for (int k = 0; k < 3; k++) {
+        params[k] = arrays[k].data;
+    }
+    res = obx_pg_session_exec(&store->pg, OBX_STORE_WAKE_SUCCESSORS, params, 3);
+    if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+        /* Not fatal: a waiting row is looked at again by head_wait_until() in any case. */
+        obx_log(OUTBOX_LOG_WARN, "wake the rows waiting for their head: %s",
+                PQresultErrorMessage(res));
+    } else if (strtol(PQcmdTuples(res), NULL, 10) > 0) {
+        store->retries_due = 1;
+        store->row_lease_due_ms = 0; /* the woken rows go before the next window */
+    }
+    PQclear(res);
+done:
+    for (int k = 0; k < 3; k++) {
+        obx_buf_fini(&arrays[k]);
+    }
+}

@@ -1,0 +1,241 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_relay_heads.c - with ordering on, relays take an ordered aggregate's
+ * rows from its head only (migration 0016), against a real PostgreSQL: a
+ * batch holds an aggregate's run in number order whatever the order of
+ * its transactions' ids; a row whose predecessor is still on its way waits
+ * in the row lease and is woken by that publish; a batch cut between two
+ * numbers leaves the later one waiting; a dead head holds its aggregate
+ * only, until it is skipped. Unordered rows are checked by the window and
+ * lease tests, which run with ordering off.
+ */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "store/store.h"
+#include "store_helpers.h"
+
+static PGconn *conn;
+static struct obx_store *store;
+
+static const char agg_x[] = "11111111-1111-4111-8111-111111111111";
+static const char agg_y[] = "22222222-2222-4222-8222-222222222222";
+
+static void
+setup(void)
+{
+    conn = harness_pg_connect_fresh();
+    harness_exec(conn, "SELECT outbox.set_ordering(true)");
+    store = helper_store_open("heads-test");
+}
+
+static void
+teardown(void)
+{
+    helper_store_suite_end(&conn, &store);
+}
+
+TestSuite(relay_heads, .init = setup, .fini = teardown, .timeout = 60);
+
+/* Writes one event of aggregate `agg` on `c` (in its open transaction, if any); returns its id. */
+static char *
+enqueue_on(PGconn *c, const char *agg)
+{
+    char sql[256];
+
+    snprintf(sql, sizeof(sql),
+             "SELECT outbox.enqueue('order', '%s', 'changed', '{\"n\":1}')::text", agg);
+    return harness_scalar_text(c, sql);
+}
+
+/* The aggregate_seq of event `id`. */
+static long long
+seq_of(const char *id)
+{
+    char sql[160];
+
+    snprintf(sql, sizeof(sql), "SELECT aggregate_seq FROM outbox.events WHERE id = '%s'", id);
+    return harness_scalar_ll(conn, sql);
+}
+
+/* The numbers of the lease's rows, in the lease's order, as "1,2,3". */
+static void
+lease_seqs(const struct obx_lease *lease, char *out, size_t cap)
+{
+    size_t used = 0;
+
+    out[0] = '\0';
+    for (size_t i = 0; i < lease->count && used < cap; i++) {
+        used += (size_t)snprintf(out + used, cap - used, "%s%lld", i > 0 ? "," : "",
+                                 seq_of(obx_lease_id(lease, i)));
+    }
+}
+
+/*
+ * Two events of one aggregate whose transactions' ids are in the other
+ * order than their numbers: the one numbered 2 has the lower tx. Returns
+ * the ids of 1 and 2.
+ */
+static void
+numbers_against_tx_order(char **first, char **second)
+{
+    PGconn *early = helper_connect();
+
+    harness_exec(early, "BEGIN");
+    harness_exec(early, "SELECT pg_current_xact_id()"); /* takes its id now */
+    *first = enqueue_on(conn, agg_x);                   /* numbered 1, a later tx */
+    *second = enqueue_on(early, agg_x);                 /* numbered 2, the earlier tx */
+    harness_exec(early, "COMMIT");
+    PQfinish(early);
+    cr_assert_eq(seq_of(*first), 1);
+    cr_assert_eq(seq_of(*second), 2);
+}
+
+/* Publishes every row of `lease` (mark mode) and frees it. */
+static void
+publish(struct obx_store *s, struct obx_lease *lease)
+{
+    struct obx_finish_options opts = helper_finish_options(OBX_FINISH_MARK, 5);
+    struct obx_finish_counts counts = helper_finish_all(s, lease, OBX_ROW_DONE, NULL, &opts);
+
+    cr_assert_eq(counts.done, lease->count);
+    obx_lease_fini(lease);
+}
+
+Test(relay_heads, a_batch_holds_an_aggregate_in_number_order_not_in_tx_order)
+{
+    struct obx_lease lease;
+    char *first, *second, seqs[64];
+
+    numbers_against_tx_order(&first, &second);
+    cr_assert_eq(harness_scalar_ll(conn, "SELECT count(*) FROM outbox.events "
+                                         "WHERE aggregate_seq = 2 AND tx < (SELECT tx FROM "
+                                         "outbox.events WHERE aggregate_seq = 1)"),
+                 1, "the fixture: number 2 has the lower transaction id");
+    helper_lease(store, 100, 60, &lease);
+    lease_seqs(&lease, seqs, sizeof(seqs));
+    cr_assert_str_eq(seqs, "1,2", "an aggregate's run goes out in number order");
+    obx_lease_fini(&lease);
+    free(first);
+    free(second);
+}
+
+Test(relay_heads, a_successor_waits_while_its_head_is_out_and_its_publish_wakes_it)
+{
+    struct obx_store *other = helper_store_open("heads-test-2");
+    struct obx_lease head, none, next;
+    char *one = enqueue_on(conn, agg_x), *two;
+
+    helper_lease(store, 100, 60, &head);
+    cr_assert_eq(head.count, 1);
+    two = enqueue_on(conn, agg_x);
+    helper_lease(other, 100, 60, &none);
+    cr_assert_eq(none.count, 0, "number 2 is not published while number 1 is out");
+    cr_assert_eq(helper_count(conn, "aggregate_seq = 2 AND last_error = 'waiting_for_head' "
+                                    "AND next_attempt_at > now()"),
+                 1, "it waits in the row lease, marked");
+    obx_lease_fini(&none);
+    publish(store, &head);
+    cr_assert_eq(helper_count(conn, "aggregate_seq = 2 AND next_attempt_at <= now()"), 1,
+                 "the head's publish wakes it");
+    helper_lease(store, 100, 60, &next);
+    cr_assert_eq(next.count, 1, "the relay that published the head leases it next");
+    cr_assert_str_eq(obx_lease_id(&next, 0), two);
+    publish(store, &next);
+    cr_assert_eq(helper_count(conn, "last_error IS NOT NULL"), 0,
+                 "a published row no longer says it waits");
+    free(one);
+    free(two);
+    obx_store_close(other);
+}
+
+Test(relay_heads, a_batch_cut_between_two_numbers_leaves_the_later_one_waiting)
+{
+    struct obx_lease lease;
+    char *first, *second;
+
+    numbers_against_tx_order(&first, &second);
+    /* Limit 1 takes the lower tx: number 2, whose predecessor is not published. */
+    helper_lease(store, 1, 60, &lease);
+    cr_assert_eq(lease.count, 0, "number 2 must not go out before number 1");
+    obx_lease_fini(&lease);
+    helper_lease(store, 1, 60, &lease);
+    cr_assert_eq(lease.count, 1);
+    cr_assert_str_eq(obx_lease_id(&lease, 0), first);
+    publish(store, &lease);
+    helper_lease(store, 1, 60, &lease);
+    cr_assert_eq(lease.count, 1, "woken by number 1's publish");
+    cr_assert_str_eq(obx_lease_id(&lease, 0), second);
+    obx_lease_fini(&lease);
+    free(first);
+    free(second);
+}
+
+Test(relay_heads, a_dead_head_holds_its_aggregate_only_until_it_is_skipped)
+{
+    struct obx_finish_options opts = helper_finish_options(OBX_FINISH_MARK, 1);
+    struct obx_lease lease;
+    char *dead = enqueue_on(conn, agg_x), *behind, *other, sql[512];
+
+    helper_lease(store, 100, 60, &lease);
+    cr_assert_eq(helper_finish_all(store, &lease, OBX_ROW_RETRY, "nak", &opts).dead, 1);
+    obx_lease_fini(&lease);
+    behind = enqueue_on(conn, agg_x);
+    other = enqueue_on(conn, agg_y);
+    helper_lease(store, 100, 60, &lease);
+    cr_assert_eq(lease.count, 1, "the other aggregate goes on");
+    cr_assert_str_eq(obx_lease_id(&lease, 0), other);
+    publish(store, &lease);
+    /* Looked at again after its wait: still held. */
+    harness_exec(conn, "UPDATE outbox.events SET next_attempt_at = now() - interval '1 ms' "
+                       "WHERE last_error = 'waiting_for_head'");
+    helper_lease(store, 100, 60, &lease);
+    cr_assert_eq(lease.count, 0, "a dead head holds its aggregate");
+    obx_lease_fini(&lease);
+    cr_assert_eq(helper_count(conn,
+                              "aggregate_seq = 2 AND aggregate_id = "
+                              "'11111111-1111-4111-8111-111111111111' "
+                              "AND last_error = 'waiting_for_head' AND next_attempt_at > now()"),
+                 1);
+    snprintf(sql, sizeof(sql),
+             "INSERT INTO outbox.aggregate_skips (aggregate_type, aggregate_id, aggregate_seq, "
+             "event_id) VALUES ('order', '%s', 1, '%s')",
+             agg_x, dead);
+    harness_exec(conn, sql);
+    harness_exec(conn, "UPDATE outbox.events SET next_attempt_at = now() - interval '1 ms' "
+                       "WHERE last_error = 'waiting_for_head'");
+    helper_lease(store, 100, 60, &lease);
+    cr_assert_eq(lease.count, 1, "a skipped head lets its aggregate go on");
+    cr_assert_str_eq(obx_lease_id(&lease, 0), behind);
+    obx_lease_fini(&lease);
+    free(dead);
+    free(behind);
+    free(other);
+}
+
+Test(relay_heads, a_retried_head_goes_out_before_the_numbers_behind_it)
+{
+    struct obx_finish_options opts = helper_finish_options(OBX_FINISH_MARK, 5);
+    struct obx_lease lease;
+    char *one = enqueue_on(conn, agg_x), *two, seqs[64];
+
+    helper_lease(store, 100, 60, &lease);
+    helper_finish_all(store, &lease, OBX_ROW_RETRY, "nak", &opts);
+    obx_lease_fini(&lease);
+    two = enqueue_on(conn, agg_x);
+    helper_lease(store, 100, 60, &lease);
+    cr_assert_eq(lease.count, 0, "number 2 waits while number 1 backs off");
+    obx_lease_fini(&lease);
+    /* Both due: the row lease takes them as one run, in order. */
+    harness_exec(conn, "UPDATE outbox.events SET next_attempt_at = now() - interval '1 ms' "
+                       "WHERE next_attempt_at > created_at");
+    helper_lease(store, 100, 60, &lease);
+    lease_seqs(&lease, seqs, sizeof(seqs));
+    cr_assert_str_eq(seqs, "1,2");
+    obx_lease_fini(&lease);
+    free(one);
+    free(two);
+}
