@@ -5,7 +5,9 @@ SELECT d.event_id, d.handler, d.reason, d.attempts, d.dead_at,
        coalesce(d.envelope ->> 'event_type', e.event_type) AS event_type,
        coalesce(d.envelope ->> 'aggregate_type', e.aggregate_type) AS aggregate_type,
        coalesce(d.envelope ->> 'aggregate_id', e.aggregate_id::text) AS aggregate_id,
-       d.requeued_at, d.requeue_count
+       d.requeued_at, d.requeue_count,
+       EXISTS (SELECT 1 FROM /*schema*/aggregate_skips AS k
+                WHERE k.event_id = d.event_id AND k.handler = d.handler) AS skipped
   FROM /*schema*/dead_letters_matching($1::text, $2::text, $3::text, $4::uuid, $5::timestamptz,
                                        $6::timestamptz, $7::text, $8::uuid[], $9::bigint,
                                        false) AS m

@@ -1,4 +1,5 @@
--- dead_requeue: make the chosen dead letters, not yet requeued, run once more.
+-- dead_requeue: make the chosen dead letters, not yet requeued nor skipped
+-- (dead_skip.sql), run once more.
 -- $1-$9: the filters (src/outboxctl/cli.h); $10: the backend of a handler no
 -- consumer registered in handlers ('jetstream' or 'db').
 -- For each: the dead letter records the requeue (requeued_at, requeue_count);
@@ -18,6 +19,9 @@ WITH chosen AS MATERIALIZED (
                                            $5::timestamptz, $6::timestamptz, $7::text,
                                            $8::uuid[], $9::bigint, true) AS m
       JOIN /*schema*/dead_letters AS d USING (event_id, handler)
+     -- A skipped event stays skipped: the events behind it went out first.
+     WHERE NOT EXISTS (SELECT 1 FROM /*schema*/aggregate_skips AS k
+                        WHERE k.event_id = d.event_id AND k.handler = d.handler)
        FOR UPDATE OF d
 ), routed AS MATERIALIZED (
     SELECT c.event_id, c.handler, c.envelope,

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * cmd_dead.c - `outboxctl dead list|requeue|purge [filters]`.
+ * cmd_dead.c - `outboxctl dead list|requeue|purge|skip [filters]`.
  *
  * requeue makes each chosen dead letter run exactly once more for its
  * handler (the relay's: be published again): one statement resets the
@@ -13,10 +13,15 @@
  * handler skips it (done) and the requeued one runs once. A publish that
  * fails takes its requeue back (the dead letter waits again, exit 1).
  *
+ * skip records each chosen dead letter's event as a gap of its ordered
+ * aggregate (dead_skip.sql), so the events that wait behind it go on: the
+ * relay's for every handler, a handler's for that handler. A skipped
+ * event is never requeued.
+ *
  * --dry-run runs the same statement and rolls it back: what it prints is
  * what a real run would change, and nothing is changed or published.
  *
- * requeue and purge take a filter or --all: with neither they would act
+ * requeue, purge and skip take a filter or --all: with neither they would act
  * on every dead letter of every handler, which a forgotten --handler must
  * not do (exit 2, nothing reached).
  */
@@ -38,10 +43,13 @@
 enum { PUBLISH_CHUNK = 500 };
 
 static const char *const list_keys[] = {
-    "event_id",   "handler",        "reason",       "attempts",    "dead_at",
-    "event_type", "aggregate_type", "aggregate_id", "requeued_at", NULL};
+    "event_id",       "handler",      "reason",      "attempts", "dead_at", "event_type",
+    "aggregate_type", "aggregate_id", "requeued_at", "skipped",  NULL};
 static const char *const purge_keys[] = {"event_id", "handler", "reason",
                                          "attempts", "dead_at", NULL};
+static const char *const skip_keys[] = {
+    "event_id",      "handler", "aggregate_type", "aggregate_id",
+    "aggregate_seq", "woken",   "reason",         NULL};
 static const char *const requeue_keys[] = {
     "event_id",      "handler",   "via",          "msg_id", "stream_seq",
     "requeue_count", "row_reset", "row_restored", "reason", NULL};
@@ -120,6 +128,33 @@ dead_purge(struct dead_run *r)
     }
     summary(r->args->json, "purge", r->args->dry_run ? "would purge" : "purged",
             (long long)json_array_size(rows), r->args->dry_run);
+    json_decref(rows);
+    return 0;
+}
+
+static int
+dead_skip(struct dead_run *r)
+{
+    struct obx_ctl_stmt stmt = {obx_sql_dead_skip, r->params, OBX_CTL_FILTER_COUNT};
+    json_t *rows = NULL, *row;
+    size_t i, skipped = 0;
+
+    if (run_changing(r, &stmt, &rows) != OUTBOX_OK) {
+        return obx_ctl_fail("dead skip", &r->err);
+    }
+    json_array_foreach(rows, i, row)
+    {
+        int ok = json_is_true(json_object_get(row, "skipped"));
+
+        skipped += ok;
+        obx_ctl_emit(r->args->json,
+                     r->args->dry_run ? (ok ? "would_skip" : "would_not_skip")
+                     : ok             ? "skipped"
+                                      : "not_skipped",
+                     row, skip_keys);
+    }
+    summary(r->args->json, "skip", r->args->dry_run ? "would skip" : "skipped", (long long)skipped,
+            r->args->dry_run);
     json_decref(rows);
     return 0;
 }
@@ -330,25 +365,30 @@ obx_ctl_dead(const struct obx_config *cfg, int argc, char **argv)
 
     sub = args.positional[0];
     if (code == 0 && strcmp(sub, "list") != 0 && strcmp(sub, "requeue") != 0 &&
-        strcmp(sub, "purge") != 0) {
-        fprintf(stderr, "outboxctl dead: \"%.40s\" is not list, requeue or purge\n", sub);
+        strcmp(sub, "purge") != 0 && strcmp(sub, "skip") != 0) {
+        fprintf(stderr, "outboxctl dead: \"%.40s\" is not list, requeue, purge or skip\n", sub);
         code = 2;
     }
     if (code == 0 && (args.dry_run || args.all) && strcmp(sub, "list") == 0) {
-        fprintf(stderr, "outboxctl dead list: --%s is for requeue and purge\n",
+        fprintf(stderr, "outboxctl dead list: --%s is for requeue, purge and skip\n",
                 args.dry_run ? "dry-run" : "all");
         code = 2;
     }
     if (code == 0 && strcmp(sub, "list") != 0) {
-        code = obx_ctl_args_require_scope(sub[0] == 'p' ? "dead purge" : "dead requeue",
-                                          "dead letter of every handler", &args);
+        char verb[16];
+
+        snprintf(verb, sizeof(verb), "dead %s", sub);
+        code = obx_ctl_args_require_scope(verb, "dead letter of every handler", &args);
     }
     if (code == 0) {
         code = obx_ctl_connect(cfg, &r.conn);
     }
     if (code == 0) {
         obx_ctl_filter_params(&args, r.params);
-        code = sub[0] == 'l' ? dead_list(&r) : sub[0] == 'p' ? dead_purge(&r) : dead_requeue(&r);
+        code = sub[0] == 'l'   ? dead_list(&r)
+               : sub[0] == 'p' ? dead_purge(&r)
+               : sub[0] == 's' ? dead_skip(&r)
+                               : dead_requeue(&r);
     }
     obx_ctl_close(r.conn);
     obx_ctl_args_fini(&args);

@@ -189,3 +189,75 @@ Test(ctl_ordering, dead_requeue_writes_a_pruned_ordered_row_back_with_its_number
     cr_expect_eq(harness_scalar_ll(conn, "SELECT last_seq FROM outbox.aggregate_heads"), 2,
                  "and no new number was given");
 }
+
+/* The relay's dead letter of an event of aggregate `agg`, as a relay leaves one. */
+static char *
+dead_head(const char *agg)
+{
+    char sql[512], *id;
+
+    snprintf(sql, sizeof(sql), "SELECT outbox.enqueue('order', '%s', 'changed', '{\"n\":1}')::text",
+             agg);
+    id = harness_scalar_text(conn, sql);
+    snprintf(sql, sizeof(sql),
+             "WITH d AS (UPDATE outbox.events SET status = 'dead', next_attempt_at = 'infinity', "
+             "attempts = 5, last_error = 'nak' WHERE id = '%s' RETURNING id, envelope) "
+             "INSERT INTO outbox.dead_letters (event_id, handler, envelope, reason, attempts) "
+             "SELECT id, '', envelope, 'nak', 5 FROM d",
+             id);
+    harness_exec(conn, sql);
+    return id;
+}
+
+Test(ctl_ordering, dead_skip_lets_the_events_behind_a_dead_head_go_on_and_is_never_requeued)
+{
+    static const char agg[] = "33333333-3333-4333-8333-333333333333";
+    struct ctl_run r;
+    char *head, sql[256];
+    json_t *row;
+
+    ctl_expect(&r, &env, 0, (const char *const[]){"ordering", "on", NULL});
+    ctl_run_fini(&r);
+    head = dead_head(agg);
+    snprintf(sql, sizeof(sql), "SELECT outbox.enqueue('order', '%s', 'changed', '{\"n\":2}')::text",
+             agg);
+    free(harness_scalar_text(conn, sql));
+    /* The number behind it waits, as a relay's claim leaves it. */
+    harness_exec(conn, "UPDATE outbox.events SET next_attempt_at = now() + interval '1 hour', "
+                       "last_error = 'waiting_for_head' WHERE aggregate_seq = 2");
+
+    ctl_expect(&r, &env, 2, (const char *const[]){"dead", "skip", NULL});
+    cr_expect(strstr(r.out, "--all") != NULL, "a skip of everything needs --all: %s", r.out);
+    ctl_run_fini(&r);
+
+    ctl_expect(&r, &env, 0,
+               (const char *const[]){"dead", "skip", "--id", head, "--dry-run", "--json", NULL});
+    cr_assert_eq(harness_scalar_ll(conn, "SELECT count(*) FROM outbox.aggregate_skips"), 0,
+                 "a dry run changes nothing");
+    ctl_run_fini(&r);
+
+    ctl_expect(&r, &env, 0, (const char *const[]){"dead", "skip", "--id", head, "--json", NULL});
+    row = json_array_get(r.lines, 0);
+    cr_assert_str_eq(json_string_value(json_object_get(row, "kind")), "skipped", "%s", r.out);
+    cr_expect_eq(json_integer_value(json_object_get(row, "aggregate_seq")), 1, "%s", r.out);
+    cr_expect_eq(json_integer_value(json_object_get(row, "woken")), 1, "%s", r.out);
+    ctl_run_fini(&r);
+    cr_assert_eq(harness_scalar_ll(conn, "SELECT count(*) FROM outbox.aggregate_skips "
+                                         "WHERE aggregate_seq = 1 AND handler = ''"),
+                 1);
+    cr_assert_eq(harness_scalar_ll(conn, "SELECT count(*) FROM outbox.events "
+                                         "WHERE aggregate_seq = 2 AND next_attempt_at <= now()"),
+                 1, "the event behind it is due at once");
+
+    ctl_expect(&r, &env, 0, (const char *const[]){"dead", "list", "--json", NULL});
+    cr_expect(json_is_true(json_object_get(json_array_get(r.lines, 0), "skipped")), "%s", r.out);
+    ctl_run_fini(&r);
+    ctl_expect(&r, &env, 0, (const char *const[]){"dead", "requeue", "--id", head, NULL});
+    ctl_run_fini(&r);
+    snprintf(sql, sizeof(sql),
+             "SELECT count(*) FROM outbox.events WHERE id = '%s' "
+             "AND status = 'dead'",
+             head);
+    cr_assert_eq(harness_scalar_ll(conn, sql), 1, "a skipped event is not requeued");
+    free(head);
+}
