@@ -95,7 +95,18 @@ WITH cur AS MATERIALIZED (
     SELECT r.id
       FROM runs AS r
      WHERE NOT r.in_run
-        OR /*schema*/head_waits(r.aggregate_type, r.aggregate_id, r.first_seq)
+        -- head_waits() of migration 0016, written out: a function with a
+        -- subquery is not inlined, and a call per aggregate costs ~50 us.
+        OR r.first_seq > 1 AND EXISTS (
+               SELECT 1
+                 FROM /*schema*/events AS p
+                WHERE p.aggregate_type = r.aggregate_type AND p.aggregate_id = r.aggregate_id
+                  AND p.aggregate_seq = r.first_seq - 1 AND p.published_at IS NULL
+                  AND NOT EXISTS (SELECT 1
+                                    FROM /*schema*/aggregate_skips AS k
+                                   WHERE k.aggregate_type = r.aggregate_type
+                                     AND k.aggregate_id = r.aggregate_id
+                                     AND k.aggregate_seq = r.first_seq - 1 AND k.handler = ''))
 ), parked AS (
     -- Waiting rows leave the windows for the row lease (next_attempt_at
     -- after created_at), marked as waiting for their head: a publish of an
@@ -104,9 +115,11 @@ WITH cur AS MATERIALIZED (
     -- (head_wait_until()), so a wake-up lost in a race costs a delay, not the
     -- aggregate. No attempt is spent.
     UPDATE /*schema*/events AS e
-       SET next_attempt_at = /*schema*/head_wait_until(e.created_at),
+       SET next_attempt_at = /*schema*/head_wait_until(e.created_at)
+                             -- due in number order, so that the row lease takes a run whole
+                             + interval '1 microsecond' * (e.aggregate_seq % 1000000),
            last_error = 'waiting_for_head'
-     WHERE e.id IN (SELECT id FROM waiting)
+     WHERE e.id = ANY (ARRAY(SELECT id FROM waiting)) -- by primary key, none when none wait
 ), out AS MATERIALIZED (
     SELECT t.*, coalesce(r.run_tx, t.tx) AS run_tx
       FROM taken AS t

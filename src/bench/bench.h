@@ -230,6 +230,10 @@ int obx_bench_fleet(const struct obx_bench_env *env);
 /* Runs relays on the preloaded outbox until every row is finished; returns events/s. */
 double obx_bench_relay_case(const struct obx_bench_env *env, struct obx_bench_relay_case *c);
 
+/* Two relays on an unordered, a many-aggregate and a one-aggregate ordered load
+ * (ordered_pg.c); emits a "ordered" line for each. */
+void obx_bench_relay_ordered(const struct obx_bench_env *env, PGconn *conn);
+
 /* Writers at a steady rate against two relays; emits the "sustained" line. */
 int obx_bench_sustained(const struct obx_bench_env *env);
 

@@ -94,7 +94,8 @@ parse_args(int argc, char **argv, struct obx_bench_env *env)
                    /* enqueue checks its own case names (it has many) */
                    (env->only_case == NULL || strcmp(argv[1], "relay") != 0 ||
                     strcmp(env->only_case, "rate") == 0 || strcmp(env->only_case, "latency") == 0 ||
-                    strcmp(env->only_case, "sustained") == 0)
+                    strcmp(env->only_case, "sustained") == 0 ||
+                    strcmp(env->only_case, "ordered") == 0)
                ? 0
                : -1;
 }

@@ -9,6 +9,7 @@
  * first, keeps a busy aggregate moving at a batch per round of the relay
  * instead of a batch per row-lease turn.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -71,7 +72,8 @@ obx_store_wake_successors(struct obx_store *store, const struct obx_lease *lease
                           const enum obx_row_outcome *outcomes)
 {
     struct obx_buf arrays[3];
-    const char *params[3];
+    const char *params[4];
+    char limit_text[16];
     PGresult *res;
 
     for (int k = 0; k < 3; k++) {
@@ -88,7 +90,9 @@ obx_store_wake_successors(struct obx_store *store, const struct obx_lease *lease
     for (int k = 0; k < 3; k++) {
         params[k] = arrays[k].data;
     }
-    res = obx_pg_session_exec(&store->pg, OBX_STORE_WAKE_SUCCESSORS, params, 3);
+    snprintf(limit_text, sizeof(limit_text), "%d", store->lease_limit > 0 ? store->lease_limit : 1);
+    params[3] = limit_text;
+    res = obx_pg_session_exec(&store->pg, OBX_STORE_WAKE_SUCCESSORS, params, 4);
     if (PQresultStatus(res) != PGRES_COMMAND_OK) {
         /* Not fatal: a waiting row is looked at again by head_wait_until() in any case. */
         obx_log(OUTBOX_LOG_WARN, "wake the rows waiting for their head: %s",

@@ -38,6 +38,7 @@ struct obx_store {
     int row_leases_only;        /* the bench's comparison: no window claims */
     long long row_lease_due_ms; /* monotonic time the row lease goes first again */
     int retries_due;            /* the last claim saw a row that came back due: lease it */
+    int lease_limit;            /* the last lease's batch limit: how many successors to wake */
 };
 
 /* What the window claim's takeover step found (claim_takeover.sql). */

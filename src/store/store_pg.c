@@ -113,6 +113,7 @@ obx_store_lease(struct obx_store *store, int limit, int lease_seconds, int max_l
                         "lease: limit %d, lease_seconds %d and max_lease_expiries %d must be >= 1",
                         limit, lease_seconds, max_lease_expiries);
     }
+    store->lease_limit = limit;
     status = obx_pg_session_require(&store->pg, err);
     if (status != OUTBOX_OK || store->row_leases_only) {
         return status != OUTBOX_OK ? status

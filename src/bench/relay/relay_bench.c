@@ -256,6 +256,9 @@ obx_bench_relay(const struct obx_bench_env *env)
                                  "rate", 1000, "p50_ms", p50, "p99_ms", p99, "samples",
                                  (json_int_t)samples, "replicas", 1));
     }
+    if (wanted(env, "ordered")) {
+        obx_bench_relay_ordered(env, conn);
+    }
     obx_bench_exec(conn, "TRUNCATE outbox.events");
     obx_bench_close(conn);
     return wanted(env, "sustained") ? obx_bench_sustained(env) : 0;
