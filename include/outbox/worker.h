@@ -89,6 +89,8 @@ typedef enum outbox_relay_stat_id {
     /* Sampled, as above: */
     OUTBOX_RELAY_CLAIM_OPEN_SECONDS, /* age of the oldest window claim still out (held by
                                       * no transaction: it holds back no vacuum) */
+    OUTBOX_RELAY_BLOCKED_AGGREGATES, /* ordered aggregates whose head is dead or quarantined
+                                      * and not skipped: their later events wait */
 } outbox_relay_stat_id;
 
 /*

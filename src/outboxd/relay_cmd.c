@@ -59,6 +59,9 @@ const struct obx_metric_def obx_relay_gauges[] = {
     {OUTBOX_RELAY_CLAIM_OPEN_SECONDS, "outbox_relay_claim_open_seconds",
      "age of the oldest window claim still out; it holds no transaction open, and past "
      "OUTBOX_LEASE_SECONDS its rows are given back"},
+    {OUTBOX_RELAY_BLOCKED_AGGREGATES, "outbox_relay_blocked_aggregates",
+     "ordered aggregates held by a dead or quarantined head, not skipped: their later events "
+     "wait for outboxctl dead requeue or dead skip"},
 };
 
 const struct obx_metric_def obx_relay_histograms[] = {

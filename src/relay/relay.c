@@ -552,6 +552,8 @@ maybe_sample_health(struct outbox_relay *relay)
                      (unsigned long long)h.horizon_age_s);
     obx_worker_gauge(&relay->w, OUTBOX_RELAY_CLAIM_OPEN_SECONDS,
                      (unsigned long long)h.claim_open_s);
+    obx_worker_gauge(&relay->w, OUTBOX_RELAY_BLOCKED_AGGREGATES,
+                     (unsigned long long)h.blocked_aggregates);
     relay->health = h;
 }
 

@@ -189,6 +189,7 @@ struct obx_store_health {
     long long dead_letters;         /* the relay's own, not requeued */
     long long horizon_age_s;        /* oldest xmin holder: session or prepared transaction */
     long long claim_open_s;         /* the oldest window claim's age */
+    long long blocked_aggregates;   /* ordered aggregates held by a dead head */
 };
 
 /* One sample (outbox_health.sql). */

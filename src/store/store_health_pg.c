@@ -48,6 +48,7 @@ obx_store_health(struct obx_store *store, struct obx_store_health *out, outbox_e
             .dead_letters = value_at(res, 7),
             .horizon_age_s = value_at(res, 8),
             .claim_open_s = value_at(res, 9),
+            .blocked_aggregates = value_at(res, 10),
         };
     } else if (status == OUTBOX_OK) {
         status = obx_fail(err, OUTBOX_EDB, "no statistics for the outbox table");

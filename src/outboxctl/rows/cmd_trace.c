@@ -2,7 +2,8 @@
 /*
  * cmd_trace.c - `outboxctl trace EVENT_ID [--json]`: everything about one
  * event. The outbox row (status, attempts, lease expiries, last error,
- * times, stream sequence); the message at that sequence, fetched from the
+ * times, stream sequence; for an ordered event its number and the event it
+ * waits for, if any); the message at that sequence, fetched from the
  * stream and checked to carry the event's Nats-Msg-Id; every handler's
  * ledger row; its dead letters. Exit 1 when none of them knows the event.
  */
@@ -21,8 +22,9 @@
 #include "common/banned.h" /* last: poisons unsafe functions */
 
 static const char *const event_keys[] = {
-    "id",         "status",     "event_type",   "aggregate_type", "attempts", "lease_expiries",
-    "last_error", "created_at", "published_at", "stream_seq",     NULL};
+    "id",         "status",         "event_type",       "aggregate_type",   "aggregate_seq",
+    "attempts",   "lease_expiries", "last_error",       "created_at",       "published_at",
+    "stream_seq", "waits_for",      "waits_for_status", "waits_for_reason", NULL};
 static const char *const stream_keys[] = {"stream",  "seq",  "found", "msg_id",
                                           "matches", "note", NULL};
 static const char *const ledger_keys[] = {"handler",     "status",     "attempts",

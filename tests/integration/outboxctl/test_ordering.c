@@ -213,7 +213,7 @@ Test(ctl_ordering, dead_skip_lets_the_events_behind_a_dead_head_go_on_and_is_nev
 {
     static const char agg[] = "33333333-3333-4333-8333-333333333333";
     struct ctl_run r;
-    char *head, sql[256];
+    char *head, *second, sql[256];
     json_t *row;
 
     ctl_expect(&r, &env, 0, (const char *const[]){"ordering", "on", NULL});
@@ -221,10 +221,19 @@ Test(ctl_ordering, dead_skip_lets_the_events_behind_a_dead_head_go_on_and_is_nev
     head = dead_head(agg);
     snprintf(sql, sizeof(sql), "SELECT outbox.enqueue('order', '%s', 'changed', '{\"n\":2}')::text",
              agg);
-    free(harness_scalar_text(conn, sql));
+    second = harness_scalar_text(conn, sql);
     /* The number behind it waits, as a relay's claim leaves it. */
     harness_exec(conn, "UPDATE outbox.events SET next_attempt_at = now() + interval '1 hour', "
                        "last_error = 'waiting_for_head' WHERE aggregate_seq = 2");
+
+    ctl_expect(&r, &env, 0, (const char *const[]){"trace", second, "--json", NULL});
+    row = json_array_get(r.lines, 0);
+    cr_expect_eq(json_integer_value(json_object_get(row, "aggregate_seq")), 2, "%s", r.out);
+    cr_expect_str_eq(json_string_value(json_object_get(row, "waits_for")), head,
+                     "trace says which event it waits for: %s", r.out);
+    cr_expect_str_eq(json_string_value(json_object_get(row, "waits_for_status")), "dead", "%s",
+                     r.out);
+    ctl_run_fini(&r);
 
     ctl_expect(&r, &env, 2, (const char *const[]){"dead", "skip", NULL});
     cr_expect(strstr(r.out, "--all") != NULL, "a skip of everything needs --all: %s", r.out);
@@ -259,5 +268,10 @@ Test(ctl_ordering, dead_skip_lets_the_events_behind_a_dead_head_go_on_and_is_nev
              "AND status = 'dead'",
              head);
     cr_assert_eq(harness_scalar_ll(conn, sql), 1, "a skipped event is not requeued");
+    ctl_expect(&r, &env, 0, (const char *const[]){"trace", second, "--json", NULL});
+    cr_expect(json_is_null(json_object_get(json_array_get(r.lines, 0), "waits_for")),
+              "a skipped predecessor is waited for no more: %s", r.out);
+    ctl_run_fini(&r);
     free(head);
+    free(second);
 }

@@ -46,8 +46,8 @@ enqueue_on(PGconn *c, const char *agg)
 {
     char sql[256];
 
-    snprintf(sql, sizeof(sql),
-             "SELECT outbox.enqueue('order', '%s', 'changed', '{\"n\":1}')::text", agg);
+    snprintf(sql, sizeof(sql), "SELECT outbox.enqueue('order', '%s', 'changed', '{\"n\":1}')::text",
+             agg);
     return harness_scalar_text(c, sql);
 }
 
@@ -177,7 +177,9 @@ Test(relay_heads, a_batch_cut_between_two_numbers_leaves_the_later_one_waiting)
 Test(relay_heads, a_dead_head_holds_its_aggregate_only_until_it_is_skipped)
 {
     struct obx_finish_options opts = helper_finish_options(OBX_FINISH_MARK, 1);
+    struct obx_store_health h;
     struct obx_lease lease;
+    outbox_error err;
     char *dead = enqueue_on(conn, agg_x), *behind, *other, sql[512];
 
     helper_lease(store, 100, 60, &lease);
@@ -195,6 +197,8 @@ Test(relay_heads, a_dead_head_holds_its_aggregate_only_until_it_is_skipped)
     helper_lease(store, 100, 60, &lease);
     cr_assert_eq(lease.count, 0, "a dead head holds its aggregate");
     obx_lease_fini(&lease);
+    cr_assert_eq(obx_store_health(store, &h, &err), OUTBOX_OK, "%s", err.message);
+    cr_assert_eq(h.blocked_aggregates, 1, "the health sample counts the held aggregate");
     cr_assert_eq(helper_count(conn,
                               "aggregate_seq = 2 AND aggregate_id = "
                               "'11111111-1111-4111-8111-111111111111' "
@@ -211,6 +215,8 @@ Test(relay_heads, a_dead_head_holds_its_aggregate_only_until_it_is_skipped)
     cr_assert_eq(lease.count, 1, "a skipped head lets its aggregate go on");
     cr_assert_str_eq(obx_lease_id(&lease, 0), behind);
     obx_lease_fini(&lease);
+    cr_assert_eq(obx_store_health(store, &h, &err), OUTBOX_OK, "%s", err.message);
+    cr_assert_eq(h.blocked_aggregates, 0, "a skipped head holds nothing");
     free(dead);
     free(behind);
     free(other);
