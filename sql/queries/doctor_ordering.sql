@@ -3,7 +3,10 @@
 -- A on, O only in origin sessions, R only in replica sessions), NULL when the
 -- trigger is missing; heads_table: aggregate_heads exists; definer: the
 -- trigger's function runs as its owner; owner_can_count: that owner may read
--- and write the counters (else every numbered insert fails).
+-- and write the counters (else every numbered insert fails); seq_index:
+-- events_aggregate_seq_idx (0015) is there and valid (the relays look up
+-- each aggregate's head through it); blocked: ordered aggregates held by a
+-- dead or quarantined head, not skipped (0016).
 WITH f AS (
     SELECT p.prosecdef, p.proowner FROM pg_catalog.pg_proc AS p
      WHERE p.oid = to_regprocedure('/*schema*/events_seq()')
@@ -18,4 +21,16 @@ SELECT (SELECT t.tgenabled::text FROM pg_catalog.pg_trigger AS t
        coalesce((SELECT has_table_privilege(f.proowner, h.oid, 'SELECT')
                         AND has_table_privilege(f.proowner, h.oid, 'INSERT')
                         AND has_table_privilege(f.proowner, h.oid, 'UPDATE')
-                   FROM f, h WHERE h.oid IS NOT NULL), false) AS owner_can_count
+                   FROM f, h WHERE h.oid IS NOT NULL), false) AS owner_can_count,
+       coalesce((SELECT i.indisvalid FROM pg_catalog.pg_index AS i
+                  WHERE i.indexrelid = to_regclass('/*schema*/events_aggregate_seq_idx')),
+                false) AS seq_index,
+       (SELECT count(DISTINCT (d.aggregate_type, d.aggregate_id))
+          FROM /*schema*/events AS d
+         WHERE d.published_at IS NULL AND d.next_attempt_at > d.created_at
+           AND d.next_attempt_at = 'infinity' AND d.aggregate_seq IS NOT NULL
+           AND NOT EXISTS (SELECT 1 FROM /*schema*/aggregate_skips AS k
+                            WHERE k.aggregate_type = d.aggregate_type
+                              AND k.aggregate_id = d.aggregate_id
+                              AND k.aggregate_seq = d.aggregate_seq AND k.handler = ''))
+           AS blocked

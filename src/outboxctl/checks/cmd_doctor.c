@@ -316,6 +316,20 @@ check_ordering(struct obx_doctor *d)
                        "ordering is on in %s, but the owner of events_seq() may not read and "
                        "write aggregate_heads: every numbered insert fails",
                        d->cfg->schema);
+    } else if (strcmp(state, "D") != 0 && !json_is_true(json_object_get(r, "seq_index"))) {
+        obx_doctor_add(d, "ordering", "error", "outboxctl migrate (as the schema's owner)",
+                       "ordering is on in %s, but index events_aggregate_seq_idx is missing or "
+                       "invalid: every claim looks up its aggregates' heads by reading the table",
+                       d->cfg->schema);
+    } else if (obx_ctl_int(r, "blocked") > 0) {
+        obx_doctor_add(d, "ordering", "warn",
+                       "outboxctl dead list --relay, then dead requeue (fixed) or dead skip "
+                       "(given up)",
+                       "%lld ordered aggregate%s of %s held by a dead or quarantined head: "
+                       "the events behind %s wait",
+                       (long long)obx_ctl_int(r, "blocked"),
+                       obx_ctl_int(r, "blocked") == 1 ? "" : "s", d->cfg->schema,
+                       obx_ctl_int(r, "blocked") == 1 ? "it" : "them");
     } else if (strcmp(state, "D") == 0) {
         obx_doctor_add(d, "ordering", "ok", NULL,
                        "ordering is off in %s: events get no aggregate_seq (outboxctl "

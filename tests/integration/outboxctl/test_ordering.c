@@ -275,3 +275,20 @@ Test(ctl_ordering, dead_skip_lets_the_events_behind_a_dead_head_go_on_and_is_nev
     free(head);
     free(second);
 }
+
+Test(ctl_ordering, doctor_warns_of_held_aggregates_and_a_missing_head_index)
+{
+    struct ctl_run r;
+    char saw[512], *head;
+
+    harness_exec(conn, "SELECT outbox.set_ordering(true)");
+    head = dead_head("44444444-4444-4444-8444-444444444444");
+    cr_expect_str_eq(doctor_ordering(&r, saw, sizeof(saw)), "warn");
+    cr_expect(strstr(saw, "1 ordered aggregate of outbox held by a dead") != NULL, "%s", saw);
+    ctl_run_fini(&r);
+    harness_exec(conn, "DROP INDEX outbox.events_aggregate_seq_idx");
+    cr_expect_str_eq(doctor_ordering(&r, saw, sizeof(saw)), "error");
+    cr_expect(strstr(saw, "events_aggregate_seq_idx is missing") != NULL, "%s", saw);
+    ctl_run_fini(&r);
+    free(head);
+}
