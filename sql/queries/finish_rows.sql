@@ -1,6 +1,6 @@
 -- finish_rows: apply one outcome per leased row, all in one statement.
 -- $1: lease token; $2: ids (uuid[]); $3: outcomes (text[]: done, retry,
--- release, invalid); $4: reasons (text[], NULL for done and release);
+-- release, invalid, wait); $4: reasons (text[], NULL for done and release);
 -- $5: prune (boolean: delete done rows instead of marking them);
 -- $6: max attempts; $7: release delay in ms; $8, $9: backoff base and cap in ms;
 -- $10: per-row release delays in ms (bigint[], NULL: $7 for every row);
@@ -75,6 +75,20 @@ WITH claim AS (
        AND (e.lease_token = $1::uuid AND e.status = 'leased'
             OR e.status = 'pending' AND EXISTS (SELECT 1 FROM claim))
     RETURNING e.id
+), waited AS (
+    -- Published before a number of its aggregate that this lease could not
+    -- publish (store_heads_pg.c): recorded as waiting for its head, so the
+    -- numbers after it wait too, and sent again after the head.
+    UPDATE /*schema*/events AS e
+       SET status = 'pending', leased_until = NULL, lease_token = NULL,
+           next_attempt_at = /*schema*/head_wait_until(e.created_at)
+                             + interval '1 microsecond' * (e.aggregate_seq % 1000000),
+           last_error = 'waiting_for_head'
+      FROM input AS i
+     WHERE e.id = i.id AND i.outcome = 'wait'
+       AND (e.lease_token = $1::uuid AND e.status = 'leased'
+            OR e.status = 'pending' AND EXISTS (SELECT 1 FROM claim))
+    RETURNING e.id
 ), invalidated AS (
     UPDATE /*schema*/events AS e
        SET status = 'invalid', last_error = i.reason, leased_until = NULL, lease_token = NULL,
@@ -88,5 +102,5 @@ WITH claim AS (
 SELECT (SELECT count(*) FROM deleted) + (SELECT count(*) FROM marked) AS done,
        (SELECT count(*) FROM retried WHERE status = 'pending') AS retried,
        (SELECT count(*) FROM retried WHERE status = 'dead') AS dead,
-       (SELECT count(*) FROM released) AS released,
+       (SELECT count(*) FROM released) + (SELECT count(*) FROM waited) AS released,
        (SELECT count(*) FROM invalidated) AS invalid

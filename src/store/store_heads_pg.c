@@ -39,7 +39,7 @@ append_text_element(struct obx_buf *b, const char *text)
 /* Appends the published ordered rows of `lease` to the three arrays; returns how many. */
 static size_t
 published_heads(const struct obx_lease *lease, const enum obx_row_outcome *outcomes,
-                struct obx_buf out[3])
+                const unsigned char *held, struct obx_buf out[3])
 {
     int seq_col = PQfnumber(lease->rows, "aggregate_seq");
     int type_col = PQfnumber(lease->rows, "aggregate_type");
@@ -50,7 +50,8 @@ published_heads(const struct obx_lease *lease, const enum obx_row_outcome *outco
         return 0;
     }
     for (size_t i = 0; i < lease->count; i++) {
-        if (outcomes[i] != OBX_ROW_DONE || PQgetisnull(lease->rows, (int)i, seq_col)) {
+        if (outcomes[i] != OBX_ROW_DONE || (held != NULL && held[i]) ||
+            PQgetisnull(lease->rows, (int)i, seq_col)) {
             continue;
         }
         for (int k = 0; k < 3; k++) {
@@ -69,7 +70,7 @@ published_heads(const struct obx_lease *lease, const enum obx_row_outcome *outco
 
 void
 obx_store_wake_successors(struct obx_store *store, const struct obx_lease *lease,
-                          const enum obx_row_outcome *outcomes)
+                          const enum obx_row_outcome *outcomes, const unsigned char *held)
 {
     struct obx_buf arrays[3];
     const char *params[4];
@@ -79,7 +80,7 @@ obx_store_wake_successors(struct obx_store *store, const struct obx_lease *lease
     for (int k = 0; k < 3; k++) {
         obx_buf_init(&arrays[k]);
     }
-    if (published_heads(lease, outcomes, arrays) == 0) {
+    if (published_heads(lease, outcomes, held, arrays) == 0) {
         goto done;
     }
     if (obx_buf_failed(&arrays[0]) || obx_buf_failed(&arrays[1]) || obx_buf_failed(&arrays[2])) {
@@ -106,4 +107,49 @@ done:
     for (int k = 0; k < 3; k++) {
         obx_buf_fini(&arrays[k]);
     }
+}
+
+/* 1 if rows `a` and `b` of the lease are of one aggregate. */
+static int
+same_aggregate(const struct obx_lease *lease, int type_col, int id_col, size_t a, size_t b)
+{
+    return strcmp(PQgetvalue(lease->rows, (int)a, type_col),
+                  PQgetvalue(lease->rows, (int)b, type_col)) == 0 &&
+           strcmp(PQgetvalue(lease->rows, (int)a, id_col),
+                  PQgetvalue(lease->rows, (int)b, id_col)) == 0;
+}
+
+unsigned char *
+obx_store_held_rows(const struct obx_lease *lease, const enum obx_row_outcome *outcomes)
+{
+    int seq_col = PQfnumber(lease->rows, "aggregate_seq");
+    int type_col = PQfnumber(lease->rows, "aggregate_type");
+    int id_col = PQfnumber(lease->rows, "aggregate_id");
+    unsigned char *held = NULL;
+
+    if (seq_col < 0 || type_col < 0 || id_col < 0) {
+        return NULL;
+    }
+    for (size_t i = 0; i < lease->count; i++) {
+        long long seq;
+
+        if (outcomes[i] != OBX_ROW_DONE || PQgetisnull(lease->rows, (int)i, seq_col)) {
+            continue;
+        }
+        seq = strtoll(PQgetvalue(lease->rows, (int)i, seq_col), NULL, 10);
+        for (size_t j = 0; j < lease->count; j++) {
+            if (j == i || outcomes[j] == OBX_ROW_DONE ||
+                PQgetisnull(lease->rows, (int)j, seq_col) ||
+                strtoll(PQgetvalue(lease->rows, (int)j, seq_col), NULL, 10) >= seq ||
+                !same_aggregate(lease, type_col, id_col, i, j)) {
+                continue;
+            }
+            if (held == NULL && (held = calloc(lease->count, 1)) == NULL) {
+                return NULL;
+            }
+            held[i] = 1;
+            break;
+        }
+    }
+    return held;
 }

@@ -66,6 +66,20 @@ outbox_status obx_store_claim_window(struct obx_store *store, int limit, int cla
  * after a while in any case (migration 0016).
  */
 void obx_store_wake_successors(struct obx_store *store, const struct obx_lease *lease,
-                               const enum obx_row_outcome *outcomes);
+                               const enum obx_row_outcome *outcomes, const unsigned char *held);
+
+/*
+ * The published rows of an ordered aggregate that follow one of its rows
+ * the same lease did not publish (a failed head and the numbers sent with
+ * it): 1 per such row, in a calloc'd array the caller frees, or NULL when
+ * there is none (or no memory: then nothing is held back). Such a row went
+ * out before its predecessor; it is recorded as waiting for its head
+ * (finish_rows.sql's `wait`), not as published, so the numbers after it
+ * keep waiting too and it goes out again, in order, after the head. The
+ * stream's duplicate window drops that second copy; consumers' ledgers
+ * keep the order in any case.
+ */
+unsigned char *obx_store_held_rows(const struct obx_lease *lease,
+                                   const enum obx_row_outcome *outcomes);
 
 #endif

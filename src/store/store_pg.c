@@ -222,6 +222,8 @@ obx_lease_expiries(const struct obx_lease *lease, size_t i)
 struct finish_call {
     const struct obx_lease *lease;
     const enum obx_row_outcome *outcomes;
+    const unsigned char *held; /* per row: published after an unpublished row of its
+                                * aggregate (obx_store_held_rows), or NULL: none */
     const char *const *reasons;
     const struct obx_finish_options *opts;
 };
@@ -314,7 +316,9 @@ build_arrays(const struct finish_call *call, struct obx_buf *ids, struct obx_buf
         const char *reason = call->reasons != NULL ? call->reasons[i] : NULL;
 
         obx_buf_appendf(ids, "%s%s", obx_lease_id(call->lease, i), sep);
-        obx_buf_appendf(outcomes, "%s%s", outcome_name(call->outcomes[i]), sep);
+        obx_buf_appendf(
+            outcomes, "%s%s",
+            call->held != NULL && call->held[i] ? "wait" : outcome_name(call->outcomes[i]), sep);
         if (reason != NULL) {
             append_reason(reasons, reason);
         } else {
@@ -424,7 +428,7 @@ obx_store_finish(struct obx_store *store, const struct obx_lease *lease,
                  const struct obx_finish_options *opts, struct obx_finish_counts *counts,
                  outbox_error *err)
 {
-    struct finish_call call = {lease, outcomes, reasons, opts};
+    struct finish_call call = {lease, outcomes, NULL, reasons, opts};
     struct obx_finish_counts got;
     struct obx_buf ids, names, texts, delays, seqs;
     size_t done_rows = 0, applied;
@@ -445,6 +449,7 @@ obx_store_finish(struct obx_store *store, const struct obx_lease *lease,
     obx_buf_init(&texts);
     obx_buf_init(&delays);
     obx_buf_init(&seqs);
+    call.held = obx_store_held_rows(lease, outcomes);
     build_arrays(&call, &ids, &names, &texts, &delays);
     if (opts->stream_seqs != NULL) {
         append_int_array(&seqs, call.opts->stream_seqs, call.lease->count, LLONG_MAX, 1);
@@ -454,7 +459,8 @@ obx_store_finish(struct obx_store *store, const struct obx_lease *lease,
         status = obx_fail(err, OUTBOX_ENOMEM, "finish: out of memory");
         goto done;
     }
-    while (done_rows < lease->count && outcomes[done_rows] == OBX_ROW_DONE) {
+    while (done_rows < lease->count && outcomes[done_rows] == OBX_ROW_DONE &&
+           (call.held == NULL || !call.held[done_rows])) {
         done_rows++;
     }
     if (done_rows == lease->count) {
@@ -469,10 +475,11 @@ obx_store_finish(struct obx_store *store, const struct obx_lease *lease,
         got.lost = applied < lease->count ? lease->count - applied : 0;
         *counts = got;
         if (got.done > 0) {
-            obx_store_wake_successors(store, lease, outcomes);
+            obx_store_wake_successors(store, lease, outcomes, call.held);
         }
     }
 done:
+    free((void *)call.held);
     obx_buf_fini(&seqs);
     obx_buf_fini(&delays);
     obx_buf_fini(&texts);

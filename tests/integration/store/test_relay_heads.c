@@ -245,3 +245,35 @@ Test(relay_heads, a_retried_head_goes_out_before_the_numbers_behind_it)
     free(one);
     free(two);
 }
+
+Test(relay_heads, numbers_sent_with_a_failed_head_are_not_recorded_published)
+{
+    struct obx_finish_options opts = helper_finish_options(OBX_FINISH_MARK, 5);
+    enum obx_row_outcome outcomes[3] = {OBX_ROW_RETRY, OBX_ROW_DONE, OBX_ROW_DONE};
+    const char *reasons[3] = {"nak", NULL, NULL};
+    struct obx_finish_counts counts;
+    struct obx_lease lease;
+    outbox_error err;
+    char seqs[64];
+
+    for (int i = 0; i < 3; i++) {
+        free(enqueue_on(conn, agg_x));
+    }
+    helper_lease(store, 100, 60, &lease);
+    lease_seqs(&lease, seqs, sizeof(seqs));
+    cr_assert_str_eq(seqs, "1,2,3");
+    /* Number 1 was refused; 2 and 3, sent with it, were stored by the stream. */
+    cr_assert_eq(obx_store_finish(store, &lease, outcomes, reasons, &opts, &counts, &err),
+                 OUTBOX_OK, "%s", err.message);
+    cr_assert_eq(counts.done, 0, "no number is published before its predecessor");
+    cr_assert_eq(counts.retried, 1);
+    cr_assert_eq(counts.released, 2);
+    obx_lease_fini(&lease);
+    cr_assert_eq(helper_count(conn, "aggregate_seq IN (2, 3) AND published_at IS NULL "
+                                    "AND last_error = 'waiting_for_head'"),
+                 2, "they wait for their head, to go out again after it");
+    free(enqueue_on(conn, agg_x));
+    helper_lease(store, 100, 60, &lease);
+    cr_assert_eq(lease.count, 0, "a number written after the failed head waits too");
+    obx_lease_fini(&lease);
+}
