@@ -4,7 +4,7 @@
  * FAULTS.md T29): an ordered schema, sql: handlers that record each effect
  * with its event's aggregate and aggregate_seq, and the checks that every
  * handler ran every aggregate's events in exactly seq order, each once,
- * with no gap but the ones `outboxctl dead skip` recorded
+ * with no gap but the ones `outboxctl dead skip` recorded for it
  * (outbox.aggregate_skips, migration 0015). Header-only (static inline)
  * because it calls the harness, which only the integration and fault
  * binaries link.
@@ -66,12 +66,19 @@ ordering_test_prepare(PGconn *conn)
                  "INSERT INTO public.effects (event_id, handler, aggregate_type, aggregate_id, "
                  "aggregate_seq) VALUES ((ev->>'id')::uuid, who, ev->>'aggregate_type', "
                  "(ev->>'aggregate_id')::uuid, (ev->>'aggregate_seq')::bigint); END$$");
-    /* The first number after `after` of an aggregate that no skip records. */
-    harness_exec(conn, "CREATE FUNCTION public.next_unskipped(t text, a uuid, after bigint) "
-                       "RETURNS bigint LANGUAGE sql STABLE AS $$WITH RECURSIVE n(s) AS "
+    /*
+     * The first number after `after` of an aggregate that no skip for
+     * handler `who` records: one of the relay's (handler '', every
+     * handler's gap) or one of `who`'s own. Read through to_jsonb() so it
+     * works with and without aggregate_skips.handler (added to migration
+     * 0015 after it first landed); without it every skip is everyone's.
+     */
+    harness_exec(conn, "CREATE FUNCTION public.next_unskipped(t text, a uuid, after bigint, "
+                       "who text) RETURNS bigint LANGUAGE sql STABLE AS $$WITH RECURSIVE n(s) AS "
                        "(SELECT after + 1 UNION ALL SELECT n.s + 1 FROM n WHERE EXISTS "
                        "(SELECT 1 FROM outbox.aggregate_skips k WHERE k.aggregate_type = t "
-                       "AND k.aggregate_id = a AND k.aggregate_seq = n.s)) "
+                       "AND k.aggregate_id = a AND k.aggregate_seq = n.s "
+                       "AND coalesce(to_jsonb(k)->>'handler', '') IN ('', who))) "
                        "SELECT max(s) FROM n$$");
     harness_exec(conn, "SELECT outbox.set_ordering(true)");
 }
@@ -171,7 +178,7 @@ ordering_test_first_breach(PGconn *conn, const char *handler)
         "coalesce(lag(aggregate_seq) OVER w, 0) AS prev, row_number() OVER w AS pos "
         "FROM public.effects WHERE handler = $1 WINDOW w AS (PARTITION BY aggregate_type, "
         "aggregate_id ORDER BY seq)), b AS (SELECT *, public.next_unskipped(aggregate_type, "
-        "aggregate_id, prev) AS expected FROM f WHERE got <> prev + 1) "
+        "aggregate_id, prev, $1) AS expected FROM f WHERE got <> prev + 1) "
         "SELECT format('handler %s, aggregate %s %s: effect %s of the aggregate, after seq %s, "
         "expected seq %s, got seq %s (%s effects out of order, in %s aggregates)', $1, "
         "aggregate_type, aggregate_id, pos, prev, expected, got, count(*) OVER (), "
@@ -189,7 +196,7 @@ ordering_test_first_breach(PGconn *conn, const char *handler)
         "NULL GROUP BY 1, 2), h AS (SELECT aggregate_type, aggregate_id, max(aggregate_seq) AS "
         "last, count(*) AS runs FROM public.effects WHERE handler = $1 GROUP BY 1, 2), m AS ("
         "SELECT n.*, coalesce(h.last, 0) AS last, coalesce(h.runs, 0) AS runs, "
-        "public.next_unskipped(n.aggregate_type, n.aggregate_id, coalesce(h.last, 0)) AS "
+        "public.next_unskipped(n.aggregate_type, n.aggregate_id, coalesce(h.last, 0), $1) AS "
         "expected FROM n LEFT JOIN h USING (aggregate_type, aggregate_id)) "
         "SELECT format('handler %s, aggregate %s %s: %s events committed, the handler ran %s, "
         "the last seq %s; expected seq %s next, got none (%s aggregates incomplete)', $1, "

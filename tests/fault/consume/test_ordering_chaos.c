@@ -703,4 +703,25 @@ Test(ordering_chaos, the_order_checker_passes_seq_order_with_skips_and_names_eac
     record_effects("gap", b, b_all);
     expect_verdict("gap", "handler gap, aggregate order 00000000-0000-4000-8000-000000000001: "
                           "effect 2 of the aggregate, after seq 1, expected seq 3, got seq 4");
+
+    /* A handler's own skip (aggregate_skips.handler, where the schema has it) is its alone. */
+    if (harness_scalar_ll(conn, "SELECT count(*) FROM information_schema.columns WHERE "
+                                "table_schema = 'outbox' AND table_name = 'aggregate_skips' "
+                                "AND column_name = 'handler'") == 1) {
+        snprintf(sql, sizeof(sql),
+                 "INSERT INTO outbox.aggregate_skips (aggregate_type, aggregate_id, "
+                 "aggregate_seq, event_id, handler) SELECT aggregate_type, aggregate_id, "
+                 "aggregate_seq, id, 'own' FROM outbox.events WHERE aggregate_id = '%s' AND "
+                 "aggregate_seq = 1",
+                 b);
+        harness_exec(conn, sql);
+        record_effects("own", a, a_all);
+        record_effects("own", b, (const int[]){2, 0});
+        expect_verdict("own", NULL);
+        record_effects("other", a, a_all);
+        record_effects("other", b, (const int[]){2, 0});
+        expect_verdict("other", "handler other, aggregate order "
+                                "00000000-0000-4000-8000-000000000002: effect 1 of the "
+                                "aggregate, after seq 0, expected seq 1, got seq 2");
+    }
 }
