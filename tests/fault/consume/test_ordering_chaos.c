@@ -15,7 +15,7 @@
  *   - one hot aggregate draining thousands of events;
  *   - T29 head-of-line isolation: a head that can never be delivered (the
  *     relay's dead letter on JetStream, a handler's on the DB backend)
- *     holds up its own aggregate only, until `outboxctl dead skip`; then
+ *     holds up its own aggregate only, until `outboxctl dead skip --id`; then
  *     the rest of it flows, in order.
  *
  * CI runs a small form; OUTBOX_TEST_SOAK=1 (scripts/test --soak) the
@@ -582,7 +582,9 @@ dead_head_blocks_only_its_aggregate(const char *bus)
     /* The operator goes past the dead head: K's events flow from seq 2, in order. */
     skipped_at = harness_now_ms();
     ctl_expect(&r, p->jetstream ? &p->relay_env : &p->env, 0,
-               (const char *const[]){"dead", "skip", poison, NULL});
+               (const char *const[]){"dead", "skip", "--id", poison, "--json", NULL});
+    cr_assert_eq(ctl_count(&r, "skipped"), 1, "dead skip --id %s skipped no dead letter:\n%s",
+                 poison, r.out);
     ctl_run_fini(&r);
     HARNESS_WAIT_UNTIL(k_effects("mailer", k) == k_events - 1 &&
                            k_effects("audit", k) == k_events - !!p->jetstream,
