@@ -561,7 +561,7 @@ dead_head_blocks_only_its_aggregate(const char *bus)
     struct ordered_writer writers[2];
     struct pipeline *p = &pipeline;
     struct ctl_run r;
-    char k[37], sql[1024], poison[40], wave2[64], *text;
+    char k[37], sql[1024], where[160], poison[40], wave2[64], *text;
     long long k_events = 1 + K_EVENTS_FIRST + K_EVENTS_LATER, skipped_at, flowed_ms;
 
     ordered_writer_aggregate_id(0, k);
@@ -593,20 +593,22 @@ dead_head_blocks_only_its_aggregate(const char *bus)
     harness_sleep_ms(1500);
     /* Whether K's later rows left the outbox (published, or taken by the DB feed) is the
      * relay's or feed's affair; handlers must hold them either way. Logged for the record. */
-    snprintf(sql, sizeof(sql), "aggregate_id = '%s' AND aggregate_seq > 1 AND status = 'done'", k);
+    snprintf(where, sizeof(where), "aggregate_id = '%s' AND aggregate_seq > 1 AND status = 'done'",
+             k);
     cr_log_info("%s: while K's head was dead, %lld of K's %lld later rows left the outbox", bus,
-                relay_test_count(conn, sql), k_events - 1);
+                relay_test_count(conn, where), k_events - 1);
     expect_k_held("mailer", k, poison);
     if (p->jetstream) {
         expect_k_held("audit", k, poison);
         /* The relay's part (issue 22 item 3): rows of K committed after its head died are
          * not published. (The first ones may have gone out in the head's own batch.) */
-        snprintf(sql, sizeof(sql), "aggregate_id = '%s' AND aggregate_seq > %d AND status = 'done'",
-                 k, 1 + K_EVENTS_FIRST);
-        cr_assert_eq(relay_test_count(conn, sql), 0,
+        snprintf(where, sizeof(where),
+                 "aggregate_id = '%s' AND aggregate_seq > %d AND status = 'done'", k,
+                 1 + K_EVENTS_FIRST);
+        cr_assert_eq(relay_test_count(conn, where), 0,
                      "the relay published %lld of K's %d events committed after its head (seq "
                      "1, event %s) was dead: a dead head must hold its aggregate",
-                     relay_test_count(conn, sql), K_EVENTS_LATER, poison);
+                     relay_test_count(conn, where), K_EVENTS_LATER, poison);
     } else {
         cr_assert_eq(k_effects("audit", k), k_events, "audit, not held up, ran %lld of K's %lld",
                      k_effects("audit", k), k_events);
