@@ -70,6 +70,29 @@ chaos_replica_name(char *out, size_t cap, int index, int generation)
     snprintf(out, cap, "chaos-%d.%d", index + 1, generation);
 }
 
+int
+chaos_busy_relay(PGconn *conn, struct harness_proc *relays, int n)
+{
+    long long deadline = harness_now_ms() + 1000;
+
+    while (harness_now_ms() < deadline) {
+        /* A window claim's token (relay_claims), else a row lease's: each relay logs it. */
+        char *token = harness_scalar_text(
+            conn, "SELECT coalesce((SELECT max(token::text) FROM outbox.relay_claims), "
+                  "(SELECT max(lease_token::text) FROM outbox.events WHERE status = 'leased'))");
+
+        for (int i = 0; token != NULL && i < n; i++) {
+            if (harness_proc_log_contains(&relays[i], token)) {
+                free(token);
+                return i;
+            }
+        }
+        free(token);
+        harness_sleep_ms(2);
+    }
+    return chaos_random_ms(0, n - 1);
+}
+
 long long
 chaos_terminate_a_backend(PGconn *conn)
 {

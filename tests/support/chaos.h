@@ -11,6 +11,8 @@
 
 #include "writer_thread.h"
 
+struct harness_proc;
+
 /*
  * Connects to a fresh database prepared by `prepare` and seeds the random
  * pauses. `exclusive`: the test stops servers, so it needs them to itself.
@@ -29,6 +31,13 @@ void chaos_start_writer(struct writer_thread *w, int events, int per_txn, int pa
 
 /* "chaos-<index+1>.<generation>": a replica's name, new for each restart. */
 void chaos_replica_name(char *out, size_t cap, int index, int generation);
+
+/*
+ * The index of one of the `n` relays that holds leased rows, found by its
+ * lease token in the logs; watched for up to a second (writers commit in
+ * bursts), else a random one. So a kill or a stop lands mid-batch.
+ */
+int chaos_busy_relay(PGconn *conn, struct harness_proc *relays, int n);
 
 /* Terminates one random client session of `conn`'s database (not `conn`'s); 1 if it did. */
 long long chaos_terminate_a_backend(PGconn *conn);

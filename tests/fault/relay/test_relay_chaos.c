@@ -80,34 +80,6 @@ expect_no_attempt_spent(void)
                  "faults dead-lettered events");
 }
 
-/*
- * A relay that holds leased rows, found by its lease token in the logs;
- * watched for up to a second (the writer commits in bursts), else a random
- * one. So most kills land mid-batch, as T05 intends.
- */
-static int
-pick_victim(struct harness_proc *relays)
-{
-    long long deadline = harness_now_ms() + 1000;
-
-    while (harness_now_ms() < deadline) {
-        /* A window claim's token (relay_claims), else a row lease's: each relay logs it. */
-        char *token = harness_scalar_text(
-            conn, "SELECT coalesce((SELECT max(token::text) FROM outbox.relay_claims), "
-                  "(SELECT max(lease_token::text) FROM outbox.events WHERE status = 'leased'))");
-
-        for (int i = 0; token != NULL && i < RELAYS; i++) {
-            if (harness_proc_log_contains(&relays[i], token)) {
-                free(token);
-                return i;
-            }
-        }
-        free(token);
-        harness_sleep_ms(2);
-    }
-    return chaos_random_ms(0, RELAYS - 1);
-}
-
 /* CI: ~20 000 events in seconds. Soak (label soak): FAULTS.md's 100 000 over 10 minutes. */
 Test(relay_chaos, relays_killed_every_second_lose_nothing_and_store_nothing_twice, .timeout = 1200)
 {
@@ -135,7 +107,7 @@ Test(relay_chaos, relays_killed_every_second_lose_nothing_and_store_nothing_twic
 
         /* Not waiting for a condition: the kill schedule of T05, shortened. */
         harness_sleep_ms(chaos_random_ms(500, 1500));
-        victim = pick_victim(relays);
+        victim = chaos_busy_relay(conn, relays, RELAYS);
         harness_proc_kill(&relays[victim]);
         last_kill = harness_now_ms();
         kills++;
