@@ -45,6 +45,9 @@ add_spec(struct consume *w, const char *text, long timeout_seconds)
         fprintf(stderr, "outboxd consume: %s\n", err.message);
         return -1;
     }
+    if (w->specs[w->count].timeout_seconds > 0) {
+        timeout_seconds = w->specs[w->count].timeout_seconds; /* its own timeout option */
+    }
     w->execs[w->count] = (struct obx_exec_handler){.command = w->specs[w->count].body,
                                                    .timeout_ms = (int)timeout_seconds * 1000};
     w->count++;
@@ -150,12 +153,15 @@ collect_specs(struct consume *w, int argc, char **argv, long timeout_seconds)
 static int
 lease_covers_timeout(const struct consume *w, const struct obx_config *cfg)
 {
-    int has_exec = 0;
+    long long longest = 0;
 
     for (int i = 0; i < w->count; i++) {
-        has_exec |= w->specs[i].kind != OBX_SPEC_SQL;
+        long long t = w->specs[i].timeout_seconds > 0 ? w->specs[i].timeout_seconds
+                                                      : cfg->handler_timeout_seconds;
+
+        longest = w->specs[i].kind != OBX_SPEC_SQL && t > longest ? t : longest;
     }
-    if (!has_exec || cfg->ledger_lease_seconds >= cfg->handler_timeout_seconds ||
+    if (longest == 0 || cfg->ledger_lease_seconds >= longest ||
         cfg->ledger_lease_seconds >= MIN_RENEWED_LEASE_SECONDS) {
         return 1;
     }
@@ -173,11 +179,16 @@ register_handlers(struct consume *w)
     for (int i = 0; i < w->count; i++) {
         struct obx_handler_spec *s = &w->specs[i];
         outbox_error err;
-        outbox_status st =
-            s->kind == OBX_SPEC_SQL
-                ? outbox_consumer_add_sql_handler(w->consumer, s->name, s->filter, s->body, &err)
-                : outbox_consumer_add_ext_handler(w->consumer, s->name, s->filter, obx_exec_handler,
-                                                  &w->execs[i], &err);
+        outbox_status st;
+
+        if (s->kind == OBX_SPEC_HTTP) {
+            fprintf(stderr, "outboxd consume: handler %s: http: is not built yet\n", s->name);
+            return -1;
+        }
+        st = s->kind == OBX_SPEC_SQL
+                 ? outbox_consumer_add_sql_handler(w->consumer, s->name, s->filter, s->body, &err)
+                 : obx_consumer_add_external(w->consumer, s->name, s->filter, &obx_exec_kind,
+                                             &w->execs[i], (size_t)s->in_flight, &err);
 
         if (st != OUTBOX_OK) {
             fprintf(stderr, "outboxd consume: %s\n", err.message);
@@ -325,6 +336,7 @@ obx_cmd_consume(const struct obx_config *cfg, int argc, char **argv)
     if (!obx_daemon_abandoned()) { /* an abandoned worker thread may still run */
         outbox_consumer_free(w.consumer);
         for (int i = 0; i < w.count; i++) {
+            obx_exec_handler_fini(&w.execs[i]);
             obx_handler_spec_fini(&w.specs[i]);
         }
     }
