@@ -211,7 +211,8 @@ delivery_of(const struct offer *o, size_t k)
 {
     return (struct outbox_delivery){.msg = &o->batch->msgs[o->msg_index[k]],
                                     .event_id = o->events[k].event_id,
-                                    .attempts = o->claims[k].attempts};
+                                    .attempts = o->claims[k].attempts,
+                                    .head = &o->verdicts[o->msg_index[k]].env.head};
 }
 
 /*

@@ -11,6 +11,7 @@
 #include "commands.h"
 #include "handler_spec.h"
 #include "handlers/exec_handler.h"
+#include "handlers/http_handler.h"
 #include "outboxd/service/daemon.h"
 #include "outboxd/service/metrics.h"
 #include "test_hooks.h"
@@ -27,6 +28,7 @@ enum {
 struct consume {
     struct obx_handler_spec specs[MAX_SPECS];
     struct obx_exec_handler execs[MAX_SPECS];
+    struct obx_http_handler *https[MAX_SPECS];
     int count;
     outbox_consumer *consumer;
     struct obx_worker_view view; /* what /metrics and /readyz read */
@@ -173,26 +175,57 @@ lease_covers_timeout(const struct consume *w, const struct obx_config *cfg)
     return 0;
 }
 
+/* An http: handler's requests, from its spec and the consumer's settings. */
+static outbox_status
+add_http(struct consume *w, int i, const struct obx_config *cfg, outbox_error *err)
+{
+    const struct obx_handler_spec *s = &w->specs[i];
+    long long timeout = s->timeout_seconds > 0 ? s->timeout_seconds : cfg->handler_timeout_seconds;
+    struct obx_http_handler_config hc = {.name = s->name,
+                                         .url = s->body,
+                                         .timeout_ms = (int)(timeout * 1000),
+                                         .token_file = s->token_file,
+                                         .ca_file = s->ca_file,
+                                         .headers = (const char *const *)s->headers,
+                                         .header_count = s->header_count,
+                                         .structured = s->structured,
+                                         .ce_source = cfg->ce_source,
+                                         .backoff_base_ms = (int)cfg->backoff_base_ms,
+                                         .backoff_cap_ms = (int)cfg->backoff_cap_ms};
+    outbox_status st = obx_http_handler_new(&hc, &w->https[i], err);
+
+    if (st == OUTBOX_OK) {
+        st = obx_consumer_add_external(w->consumer, s->name, s->filter, &obx_http_kind, w->https[i],
+                                       (size_t)s->in_flight, err);
+    }
+    return st;
+}
+
+/* 0, 2 for a handler refused (its settings), or 1 for a runtime failure. */
 static int
-register_handlers(struct consume *w)
+register_handlers(struct consume *w, const struct obx_config *cfg)
 {
     for (int i = 0; i < w->count; i++) {
         struct obx_handler_spec *s = &w->specs[i];
         outbox_error err;
         outbox_status st;
 
-        if (s->kind == OBX_SPEC_HTTP) {
-            fprintf(stderr, "outboxd consume: handler %s: http: is not built yet\n", s->name);
-            return -1;
+        switch (s->kind) {
+        case OBX_SPEC_SQL:
+            st = outbox_consumer_add_sql_handler(w->consumer, s->name, s->filter, s->body, &err);
+            break;
+        case OBX_SPEC_EXEC:
+            st = obx_consumer_add_external(w->consumer, s->name, s->filter, &obx_exec_kind,
+                                           &w->execs[i], (size_t)s->in_flight, &err);
+            break;
+        case OBX_SPEC_HTTP:
+        default:
+            st = add_http(w, i, cfg, &err);
+            break;
         }
-        st = s->kind == OBX_SPEC_SQL
-                 ? outbox_consumer_add_sql_handler(w->consumer, s->name, s->filter, s->body, &err)
-                 : obx_consumer_add_external(w->consumer, s->name, s->filter, &obx_exec_kind,
-                                             &w->execs[i], (size_t)s->in_flight, &err);
-
         if (st != OUTBOX_OK) {
             fprintf(stderr, "outboxd consume: %s\n", err.message);
-            return -1;
+            return st == OUTBOX_EINVAL ? 2 : 1;
         }
     }
     return 0;
@@ -308,7 +341,7 @@ obx_cmd_consume(const struct obx_config *cfg, int argc, char **argv)
         lease_covers_timeout(&w, cfg)) {
         if (consumer_new(cfg, &w.consumer, &err) != OUTBOX_OK) {
             fprintf(stderr, "outboxd consume: %s\n", err.message);
-        } else if (register_handlers(&w) == 0) {
+        } else if ((code = register_handlers(&w, cfg)) == 0) {
             obx_test_hooks_apply_consumer(w.consumer);
             w.view = (struct obx_worker_view){
                 .prefix = "consumer",
@@ -337,6 +370,7 @@ obx_cmd_consume(const struct obx_config *cfg, int argc, char **argv)
         outbox_consumer_free(w.consumer);
         for (int i = 0; i < w.count; i++) {
             obx_exec_handler_fini(&w.execs[i]);
+            obx_http_handler_free(w.https[i]);
             obx_handler_spec_fini(&w.specs[i]);
         }
     }
