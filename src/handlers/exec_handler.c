@@ -449,6 +449,10 @@ obx_exec_handler(void *ctx, const outbox_delivery *d, outbox_error *err)
             kind_stop(h, 0);
         }
     }
+    if (h->count == 0) { /* a caller of this one never calls obx_exec_handler_fini */
+        free(h->children);
+        h->children = NULL;
+    }
     *err = end.err;
     return end.result;
 }

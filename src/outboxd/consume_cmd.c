@@ -136,9 +136,10 @@ collect_specs(struct consume *w, int argc, char **argv, long timeout_seconds)
         return -1;
     }
     if (w->count == 0) {
-        fprintf(stderr, "outboxd consume: no handlers; declare them with --handler "
-                        "'NAME[@SUBJECT_FILTER]=sql:STATEMENT' or =exec:COMMAND, or in "
-                        "OUTBOX_HANDLER_1, OUTBOX_HANDLER_2, ...\n");
+        fprintf(stderr,
+                "outboxd consume: no handlers; declare them with --handler "
+                "'NAME[@SUBJECT_FILTER]=sql:STATEMENT' or =exec:COMMAND or =http:URL, or in "
+                "OUTBOX_HANDLER_1, OUTBOX_HANDLER_2, ...\n");
         return -1;
     }
     return 0;
@@ -265,7 +266,8 @@ static const struct obx_metric_def consumer_counters[] = {
     {OUTBOX_CONSUMER_CLAIMS, "claims", "ledger claims made (an event for a handler)"},
     {OUTBOX_CONSUMER_CONFLICTS, "conflicts", "claims found held by another replica (deferred)"},
     {OUTBOX_CONSUMER_OUTAGE_RETRIES, "outage_retries",
-     "handler runs given back because the database failed under them (no attempt spent)"},
+     "handler runs given back because the database failed under them or an http: endpoint "
+     "was unreachable (no attempt spent)"},
     {OUTBOX_CONSUMER_CLAIMS_LOST, "claims_lost",
      "external handler runs stopped because their claim was lost (no attempt spent)"},
     {OUTBOX_CONSUMER_REFUSED, "refused",
