@@ -6,10 +6,13 @@
  * claim everything, run each event in a savepoint, mark the successes done,
  * record failures and retries, commit. Claim, effects and `done` commit
  * together, so database effects happen exactly once and a crash leaves no
- * claim behind. External handlers: each event's claim commits just before
- * its effect runs outside any transaction, then its `done` mark (guarded
- * by the owner token) commits at once, to keep the re-run window after a
- * crash small.
+ * claim behind. External handlers: an event's claim commits just before
+ * its effect runs outside any transaction (those that start together are
+ * claimed in one statement), then its `done` mark (guarded by the owner
+ * token) commits as soon as its run ends (with the others that ended in
+ * the same round), to keep the re-run window after a crash small. Every
+ * kind is run through struct obx_handler_ops (handler.h): the loop does
+ * not know which one it runs.
  *
  * Attempts are spent only on handler failures. A claim held elsewhere, a
  * backoff not yet over, a retry-later answer or a ledger outage only delay
@@ -504,11 +507,12 @@ struct runs {
     int *kept;                     /* per slot: its keeper entry, or -1 */
     unsigned char *state;          /* per slot: RUN_* */
     struct obx_run_end *ends;      /* wait()'s reports */
+    size_t *done_slots;            /* of those, the DONE ones */
     size_t going;                  /* runs started and not ended */
     size_t next;                   /* the first slot not yet claimed */
 };
 
-enum { RUN_WAITING, RUN_GOING, RUN_STOPPED, RUN_OVER };
+enum { RUN_WAITING, RUN_CLAIMING, RUN_GOING, RUN_STOPPED, RUN_OVER };
 
 enum { WAIT_ROUND_MS = 50 }; /* claims are checked for loss between rounds */
 
@@ -520,7 +524,8 @@ runs_init(struct runs *r, size_t count, size_t in_flight)
     r->kept = calloc(count, sizeof(*r->kept));
     r->state = calloc(count, sizeof(*r->state));
     r->ends = calloc(in_flight, sizeof(*r->ends));
-    return r->d && r->watch && r->kept && r->state && r->ends ? 0 : -1;
+    r->done_slots = calloc(in_flight, sizeof(*r->done_slots));
+    return r->d && r->watch && r->kept && r->state && r->ends && r->done_slots ? 0 : -1;
 }
 
 static void
@@ -531,6 +536,7 @@ runs_fini(struct runs *r)
     free(r->kept);
     free(r->state);
     free(r->ends);
+    free(r->done_slots);
 }
 
 /*
@@ -555,25 +561,13 @@ next_startable(const struct offer *o, const struct runs *r)
     return o->count;
 }
 
-/* Claims slot k and starts its run if the claim says RUN. */
-static outbox_status
-start_run(struct offer *o, struct runs *r, size_t k, outbox_error *err)
+/* Starts slot k's run, its claim (sent at `claimed_ms`) just committed. */
+static void
+begin_run(struct offer *o, struct runs *r, size_t k, long long claimed_ms)
 {
     int lease = (int)o->env->cfg->ledger_lease_seconds;
-    long long claimed_ms = obx_monotonic_ms(); /* before the server's now(): see claim_keeper.c */
     outbox_error ferr = {0};
-    outbox_status st;
 
-    st = obx_ledger_claim(o->env->ledger, o->h->name, &o->events[k], 1, lease, CLAIM_LOCK_WAIT_MS,
-                          &o->claims[k], err);
-    if (st != OUTBOX_OK) {
-        return st; /* slot k stays WAITING: it is redelivered */
-    }
-    apply_claim_states_in(o, k, k + 1);
-    if (o->claims[k].state != OBX_CLAIM_RUN) {
-        r->state[k] = RUN_OVER;
-        return OUTBOX_OK;
-    }
     r->d[k] = delivery_of(o, k);
     r->d[k].watch = &r->watch[k];
     obx_claim_watch_init(&r->watch[k], claimed_ms, lease);
@@ -583,22 +577,69 @@ start_run(struct offer *o, struct runs *r, size_t k, outbox_error *err)
     r->state[k] = RUN_GOING;
     r->going++;
     o->h->ops->start(o->h->ctx, (unsigned long)k, &r->d[k]);
-    return OUTBOX_OK;
 }
 
 /*
- * Records how run k ended, at once: done (guarded by the owner token), or
- * its failure or retry. With `broken` the ledger is away: nothing can be
- * recorded, and the message comes back later with nothing spent.
+ * Claims up to `room` slots that can start now, in one statement, and
+ * starts the runs of those the ledger says to run. Only what starts at
+ * once is claimed, so no claim ages while it waits for its run.
  */
 static outbox_status
-settle_end(struct offer *o, struct runs *r, const struct obx_run_end *e, int broken,
+start_runs(struct offer *o, struct runs *r, size_t room, outbox_error *err)
+{
+    struct obx_ledger_event *events = calloc(room, sizeof(*events));
+    struct obx_claim *claims = calloc(room, sizeof(*claims));
+    size_t *picked = calloc(room, sizeof(*picked));
+    long long claimed_ms = obx_monotonic_ms(); /* before the server's now(): see claim_keeper.c */
+    outbox_status st = OUTBOX_OK;
+    size_t n = 0, k;
+
+    if (events == NULL || claims == NULL || picked == NULL) {
+        st = obx_fail(err, OUTBOX_ENOMEM, "consumer: out of memory");
+    }
+    while (st == OUTBOX_OK && n < room && (k = next_startable(o, r)) < o->count) {
+        r->state[k] = RUN_CLAIMING; /* holds back the next event of its aggregate */
+        events[n] = o->events[k];
+        picked[n++] = k;
+    }
+    if (st == OUTBOX_OK && n > 0) {
+        st = obx_ledger_claim(o->env->ledger, o->h->name, events, n,
+                              (int)o->env->cfg->ledger_lease_seconds, CLAIM_LOCK_WAIT_MS, claims,
+                              err);
+    }
+    for (size_t i = 0; i < n; i++) {
+        k = picked[i];
+        if (st != OUTBOX_OK) {
+            r->state[k] = RUN_WAITING; /* not claimed: it is redelivered */
+            continue;
+        }
+        o->claims[k] = claims[i];
+        apply_claim_states_in(o, k, k + 1);
+        if (o->claims[k].state == OBX_CLAIM_RUN) {
+            begin_run(o, r, k, claimed_ms);
+        } else {
+            r->state[k] = RUN_OVER;
+        }
+    }
+    free(events);
+    free(claims);
+    free(picked);
+    return st;
+}
+
+/*
+ * Records how run k ended, at once: its failure or retry, or for a DONE
+ * sets `*done` (its mark goes with the others of the round, one
+ * statement). With `broken` the ledger is away: nothing can be recorded,
+ * and the message comes back later with nothing spent.
+ */
+static outbox_status
+settle_end(struct offer *o, struct runs *r, const struct obx_run_end *e, int broken, int *done,
            outbox_error *err)
 {
     size_t k = (size_t)e->tag;
-    struct obx_claim one = o->claims[k];
-    size_t marked = 0;
 
+    *done = 0;
     obx_claim_keeper_unwatch(o->env->keeper, r->kept[k]);
     r->state[k] = RUN_OVER;
     r->going--;
@@ -618,17 +659,77 @@ settle_end(struct offer *o, struct runs *r, const struct obx_run_end *e, int bro
     if (e->result != OUTBOX_HANDLER_DONE) {
         return settle_unhandled(o, k, err);
     }
-    if (obx_ledger_mark_done(o->env->ledger, o->h->name, &o->events[k], &one, 1, &marked, err) !=
-        OUTBOX_OK) {
-        obx_verdict_nak(verdict(o, k), OBX_LEDGER_OUTAGE_RETRY_MS);
-        o->results[k] = OUTBOX_HANDLER_RETRY;
-        return err->code;
+    *done = 1;
+    return OUTBOX_OK;
+}
+
+/*
+ * Marks done, in one statement guarded by each owner token, the runs of
+ * `slots` that returned DONE. A mark that finds its claim taken over
+ * changes nothing: the new owner decides.
+ */
+static outbox_status
+mark_ended_done(struct offer *o, const size_t *slots, size_t n, outbox_error *err)
+{
+    struct obx_ledger_event *events = calloc(n, sizeof(*events));
+    struct obx_claim *claims = calloc(n, sizeof(*claims));
+    size_t marked = 0;
+    outbox_status st;
+
+    if (events == NULL || claims == NULL) {
+        st = obx_fail(err, OUTBOX_ENOMEM, "consumer: out of memory");
+    } else {
+        for (size_t i = 0; i < n; i++) {
+            events[i] = o->events[slots[i]];
+            claims[i] = o->claims[slots[i]];
+        }
+        st = obx_ledger_mark_done(o->env->ledger, o->h->name, events, claims, n, &marked, err);
     }
-    if (marked == 0) {
+    free(events);
+    free(claims);
+    if (st != OUTBOX_OK) {
+        for (size_t i = 0; i < n; i++) { /* done, but not recorded: it comes back */
+            obx_verdict_nak(verdict(o, slots[i]), OBX_LEDGER_OUTAGE_RETRY_MS);
+            o->results[slots[i]] = OUTBOX_HANDLER_RETRY;
+            o->tally->ledger_errors += 1;
+        }
+        return st;
+    }
+    if (marked < n && n == 1) {
         obx_log(OUTBOX_LOG_WARN, "claim lost before done event_id=%s handler=%s",
-                o->events[k].event_id, o->h->name);
+                o->events[slots[0]].event_id, o->h->name);
+    } else if (marked < n) {
+        obx_log(OUTBOX_LOG_WARN, "claim lost before done handler=%s lost=%zu of=%zu", o->h->name,
+                n - marked, n);
     }
     return OUTBOX_OK;
+}
+
+/* Records the ends of one wait; the first ledger failure makes `*broken`. */
+static void
+settle_round(struct offer *o, struct runs *r, size_t n, int *broken, outbox_status *st,
+             outbox_error *err)
+{
+    size_t done_count = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        outbox_error serr = {0};
+        int done = 0;
+
+        if (settle_end(o, r, &r->ends[i], *broken, &done, &serr) != OUTBOX_OK && !*broken) {
+            *broken = 1;
+            *st = serr.code;
+            *err = serr;
+        }
+        if (done) {
+            r->done_slots[done_count++] = (size_t)r->ends[i].tag;
+        }
+    }
+    if (done_count > 0 && mark_ended_done(o, r->done_slots, done_count, err) != OUTBOX_OK &&
+        !*broken) {
+        *broken = 1;
+        *st = err->code;
+    }
 }
 
 /* A run whose claim is gone, or may run out before its next renewal, is stopped at once. */
@@ -671,32 +772,22 @@ offer_external(struct offer *o, outbox_error *err)
         return obx_fail(err, OUTBOX_ENOMEM, "consumer: out of memory");
     }
     for (;;) {
-        size_t k = o->count, n;
+        size_t n;
 
         paused = ops->paused_ms != NULL ? ops->paused_ms(o->h->ctx) : 0;
-        while (!broken && paused == 0 && r.going < limit &&
-               (k = next_startable(o, &r)) < o->count) {
-            if (start_run(o, &r, k, err) != OUTBOX_OK) {
-                broken = 1; /* the ledger went away: settle what runs, start nothing more */
-                st = err->code;
-            }
-            while (r.next < o->count && r.state[r.next] != RUN_WAITING) {
-                r.next++;
-            }
+        if (!broken && paused == 0 && r.going < limit &&
+            start_runs(o, &r, limit - r.going, err) != OUTBOX_OK) {
+            broken = 1; /* the ledger went away: settle what runs, start nothing more */
+            st = err->code;
+        }
+        while (r.next < o->count && r.state[r.next] != RUN_WAITING) {
+            r.next++;
         }
         if (r.going == 0 && (broken || paused > 0 || next_startable(o, &r) == o->count)) {
             break;
         }
         n = ops->wait(o->h->ctx, WAIT_ROUND_MS, r.ends, limit);
-        for (size_t i = 0; i < n; i++) {
-            outbox_error serr = {0};
-
-            if (settle_end(o, &r, &r.ends[i], broken, &serr) != OUTBOX_OK && !broken) {
-                broken = 1;
-                st = serr.code;
-                *err = serr;
-            }
-        }
+        settle_round(o, &r, n, &broken, &st, err);
         stop_lost_runs(o, &r);
     }
     /* Not started: back later, nothing spent (the ledger is away, or the endpoint). */
