@@ -293,3 +293,14 @@ http_endpoint_arrived_ms(struct http_endpoint *ep, size_t i)
     pthread_mutex_unlock(&ep->lock);
     return at;
 }
+
+char *
+http_endpoint_headers(struct http_endpoint *ep, size_t i)
+{
+    char *headers;
+
+    pthread_mutex_lock(&ep->lock);
+    headers = i < ep->count && ep->seen[i].headers ? strdup(ep->seen[i].headers) : NULL;
+    pthread_mutex_unlock(&ep->lock);
+    return headers;
+}

@@ -36,6 +36,9 @@ int http_endpoint_max_in_flight(struct http_endpoint *ep);
 char *http_endpoint_header(struct http_endpoint *ep, size_t i, const char *name);
 char *http_endpoint_body(struct http_endpoint *ep, size_t i);
 
+/* Request i's headers as received, "Name: value\n" each; malloc'd, or NULL. */
+char *http_endpoint_headers(struct http_endpoint *ep, size_t i);
+
 /* Monotonic milliseconds at which request i arrived. */
 long long http_endpoint_arrived_ms(struct http_endpoint *ep, size_t i);
 
