@@ -175,9 +175,17 @@ outbox_config *obx_bench_config(const struct obx_bench_env *env, outbox_config_k
 void obx_bench_set(outbox_config *cfg, const char *key, const char *value);
 void obx_bench_set_int(outbox_config *cfg, const char *key, long long value);
 
-/* A consumer's one handler: a SQL statement, or else an external handler. */
+/*
+ * A consumer's one handler: a SQL statement, an external kind (`ops`,
+ * with `in_flight` runs at once; `ctx` serves one replica), or else an
+ * external C callback.
+ */
+struct obx_handler_ops;
+
 struct obx_bench_handler {
     const char *sql;
+    const struct obx_handler_ops *ops;
+    size_t in_flight;
     outbox_ext_handler_fn ext;
     void *ctx;
 };
@@ -190,6 +198,18 @@ void obx_bench_consumers_start(struct obx_bench_workers *ws, const outbox_config
 /* Spawns `/bin/sh -c command` and waits for it, `count` times, as fast as one thread can;
  * returns runs/s (consume_exec.c): the exec case's baseline. */
 double obx_bench_spawn_rate(const char *command, int count);
+
+/*
+ * The http case's endpoint on a free loopback port (`*port`): it answers
+ * every POST 204 (http_sink.c). NULL if it did not start.
+ */
+struct obx_bench_sink;
+struct obx_bench_sink *obx_bench_sink_start(int *port);
+void obx_bench_sink_stop(struct obx_bench_sink *s);
+
+/* POSTs `body` `count` times to the sink on `port`, `in_flight` at once through libcurl's
+ * multi interface; returns POSTs/s (raw_http_post.c): the http case's baseline. */
+double obx_bench_raw_http_post(int port, const char *body, int count, int in_flight);
 
 /* Stops, joins and frees every worker. */
 void obx_bench_workers_stop(struct obx_bench_workers *ws);

@@ -41,6 +41,8 @@ usage(FILE *out)
           "                       with per-aggregate ordering off and on, 10,000 aggregates\n"
           "                       and one hot one); relay: rate, latency or sustained;\n"
           "                       consume: exec (an exec:true handler beside spawning it bare)\n"
+          "                       or http (an http: handler beside raw_http_post, the same\n"
+          "                       POSTs through libcurl to the same local endpoint)\n"
           "  --two-writes         relay sustained: the relays claim with two writes (lease,\n"
           "                       then finish), the earlier claim, to compare against (the\n"
           "                       rate case always runs each of its cases with both claims)\n"

@@ -10,6 +10,7 @@
 
 #include "bench.h"
 #include "config/config.h"
+#include "consume/handler.h"
 #include "relay/relay_claim_switch.h"
 #include "support/nats_auth.h"
 
@@ -138,9 +139,11 @@ obx_bench_consumers_start(struct obx_bench_workers *ws, const outbox_config *cfg
 
         memset(w, 0, sizeof(*w));
         if (outbox_consumer_new(own, &w->consumer, &err) != OUTBOX_OK ||
-            (handler->sql != NULL
-                 ? outbox_consumer_add_sql_handler(w->consumer, "bench_sql", NULL, handler->sql,
-                                                   &err)
+            (handler->sql != NULL ? outbox_consumer_add_sql_handler(w->consumer, "bench_sql", NULL,
+                                                                    handler->sql, &err)
+             : handler->ops != NULL
+                 ? obx_consumer_add_external(w->consumer, "bench_ext", NULL, handler->ops,
+                                             handler->ctx, handler->in_flight, &err)
                  : outbox_consumer_add_ext_handler(w->consumer, "bench_ext", NULL, handler->ext,
                                                    handler->ctx, &err)) != OUTBOX_OK) {
             fprintf(stderr, "outbox-bench: cannot start a consumer: %s\n", err.message);

@@ -19,47 +19,39 @@
 #include "bus_nats_int.h"
 #include "common/error.h"
 #include "common/text.h"
+#include "envelope/cloudevents.h"
 #include "envelope/subject.h"
 #include "support/pause.h"
 
 #include "common/banned.h" /* last: poisons unsafe functions */
 
-#define MAX_HEADERS 12
+#define MAX_HEADERS (OBX_CE_MAX_HEADERS + 2)
 
 struct header {
     const char *key;
     const char *value;
 };
 
+/* Nats-Msg-Id, the CloudEvents attributes (shared with the http: handler), and the
+ * aggregate's sequence in a header of our own for readers that do not speak CloudEvents. */
 static size_t
 headers_of(const struct obx_bus *bus, const struct obx_bus_message *m, struct header *h)
 {
-    size_t n = 0;
+    struct obx_ce_attrs a = {.id = m->id,
+                             .source = bus->ce_source,
+                             .type = m->ce_type,
+                             .time = m->ce_time,
+                             .subject = m->ce_subject,
+                             .traceparent = m->traceparent,
+                             .sequence = m->sequence};
+    struct obx_ce_header ce[OBX_CE_MAX_HEADERS];
+    size_t n = 0, count = obx_ce_binary_headers(&a, ce);
 
     h[n++] = (struct header){"Nats-Msg-Id", m->msg_id != NULL ? m->msg_id : m->id};
-    /* The CloudEvents NATS binding (binary mode) carries the data's content type as
-     * ce-datacontenttype; some SDKs read Content-Type instead, so both are sent. */
-    h[n++] = (struct header){"Content-Type", "application/json"};
-    h[n++] = (struct header){"ce-datacontenttype", "application/json"};
-    h[n++] = (struct header){"ce-specversion", "1.0"};
-    h[n++] = (struct header){"ce-id", m->id};
-    if (m->ce_type != NULL) {
-        h[n++] = (struct header){"ce-type", m->ce_type};
+    for (size_t i = 0; i < count; i++) {
+        h[n++] = (struct header){ce[i].key, ce[i].value};
     }
-    h[n++] = (struct header){"ce-source", bus->ce_source};
-    if (m->ce_time != NULL) {
-        h[n++] = (struct header){"ce-time", m->ce_time};
-    }
-    if (m->ce_subject != NULL) {
-        h[n++] = (struct header){"ce-subject", m->ce_subject};
-    }
-    if (m->traceparent != NULL) {
-        h[n++] = (struct header){"traceparent", m->traceparent};
-    }
-    /* The aggregate's sequence (an ordered schema's event): the CloudEvents sequence
-     * extension for CloudEvents readers, and a header of our own for the rest. */
     if (m->sequence != NULL) {
-        h[n++] = (struct header){"ce-sequence", m->sequence};
         h[n++] = (struct header){OBX_BUS_SEQUENCE_HEADER, m->sequence};
     }
     return n;

@@ -166,7 +166,8 @@ const struct obx_setting obx_settings[] = {
     INT("OUTBOX_LEASE_SECONDS", lease_seconds, R | C, "60", 1, 3600,
         "relay and DB-feed lease; another replica takes rows over after it"),
     INT("OUTBOX_LEDGER_LEASE_SECONDS", ledger_lease_seconds, C, "1800", 1, 86400,
-        "consumer claim lease; renewed every third of itself while an exec: handler runs; below "
+        "consumer claim lease; renewed every third of itself while an exec: or http: handler "
+        "runs; below "
         "OUTBOX_HANDLER_TIMEOUT_SECONDS it must be at least 2"),
     INT("OUTBOX_BATCH_SIZE", batch_size, R | C, "100", 1, 10000,
         "rows per lease (and messages per fetch)"),
@@ -213,8 +214,9 @@ const struct obx_setting obx_settings[] = {
     INT("OUTBOX_MAX_DELIVER", max_deliver, C, "-1", -1, 1000000000,
         "JetStream max_deliver, a safety net only (-1: unlimited; attempts live in the ledger)"),
     INT("OUTBOX_HANDLER_TIMEOUT_SECONDS", handler_timeout_seconds, P, "300", 1, 86400,
-        "an exec: handler running longer is killed and counts as failed"),
-    STR("OUTBOX_CE_SOURCE", ce_source, R, "pgoutbox", ce_source_check,
+        "an exec: handler running longer is killed, an http: request abandoned, and the run counts "
+        "as failed (a handler's timeout option overrides it)"),
+    STR("OUTBOX_CE_SOURCE", ce_source, R | C, "pgoutbox", ce_source_check,
         "CloudEvents ce-source header: a URI-reference (RFC 3986), ASCII only "
         "(percent-encode the rest); refused at start otherwise"),
     STR("OUTBOX_DATABASE_URL_FILE", database_url_file, R | C, NULL, readable_file_check,

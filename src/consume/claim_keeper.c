@@ -28,20 +28,25 @@
 
 enum { RETRY_MIN_MS = 50 };
 
-struct obx_claim_keeper {
-    pthread_t thread;
-    pthread_mutex_t lock;
-    pthread_cond_t wake; /* on the monotonic clock */
-    struct obx_store_options opts;
-    struct obx_ledger *ledger;     /* the thread's own connection; NULL while down */
-    int stopping;                  /* below: under `lock` */
-    unsigned long generation;      /* bumped by every watch and unwatch */
-    struct obx_claim_watch *watch; /* NULL: nothing to renew */
+/* One claim being renewed. */
+struct kept {
+    struct obx_claim_watch *watch; /* NULL: a free entry */
+    unsigned long generation;      /* bumped by every watch and unwatch of this entry */
     char handler[65];
     char event_id[37];
     struct obx_claim claim;
     int lease_seconds;
     long long next_ms; /* monotonic time of the next renewal; LLONG_MAX: none */
+};
+
+struct obx_claim_keeper {
+    pthread_t thread;
+    pthread_mutex_t lock;
+    pthread_cond_t wake; /* on the monotonic clock */
+    struct obx_store_options opts;
+    struct obx_ledger *ledger;               /* the thread's own connection; NULL while down */
+    int stopping;                            /* below: under `lock` */
+    struct kept kept[OBX_KEEPER_MAX_CLAIMS]; /* the claims of the runs going on */
 };
 
 static long long
@@ -76,8 +81,7 @@ wait_until(struct obx_claim_keeper *k, long long until_ms)
 
 /* Applies one renewal's outcome, if the claim it was for is still watched; `lock` held. */
 static void
-take_outcome(struct obx_claim_keeper *k, outbox_status st, int held, long long sent_ms,
-             const outbox_error *err)
+take_outcome(struct kept *k, outbox_status st, int held, long long sent_ms, const outbox_error *err)
 {
     long long every = renew_every_ms(k->lease_seconds);
 
@@ -99,21 +103,21 @@ take_outcome(struct obx_claim_keeper *k, outbox_status st, int held, long long s
     }
 }
 
-/* One renewal of the watched claim; `lock` held, released for the round trip. */
+/* One renewal of claim `e`; `lock` held, released for the round trip. */
 static void
-renew(struct obx_claim_keeper *k)
+renew(struct obx_claim_keeper *k, struct kept *e)
 {
-    unsigned long generation = k->generation;
-    struct obx_claim claim = k->claim;
-    char handler[sizeof(k->handler)], event_id[sizeof(k->event_id)];
+    unsigned long generation = e->generation;
+    struct obx_claim claim = e->claim;
+    char handler[sizeof(e->handler)], event_id[sizeof(e->event_id)];
     struct obx_ledger_event event = {.event_id = event_id};
-    int lease_seconds = k->lease_seconds, held = 0;
+    int lease_seconds = e->lease_seconds, held = 0;
     outbox_error err = {0};
     outbox_status st = OUTBOX_OK;
     long long sent_ms;
 
-    memcpy(handler, k->handler, sizeof(handler));
-    memcpy(event_id, k->event_id, sizeof(event_id));
+    memcpy(handler, e->handler, sizeof(handler));
+    memcpy(event_id, e->event_id, sizeof(event_id));
     pthread_mutex_unlock(&k->lock);
     if (k->ledger == NULL) {
         st = obx_ledger_open(&k->opts, &k->ledger, &err);
@@ -127,9 +131,26 @@ renew(struct obx_claim_keeper *k)
         k->ledger = NULL;
     }
     pthread_mutex_lock(&k->lock);
-    if (generation == k->generation && k->watch != NULL) {
-        take_outcome(k, st, held, sent_ms, &err);
+    if (generation == e->generation && e->watch != NULL) {
+        take_outcome(e, st, held, sent_ms, &err);
     }
+}
+
+/* The watched claim due soonest; NULL when none is. `lock` held. */
+static struct kept *
+soonest(struct obx_claim_keeper *k)
+{
+    struct kept *best = NULL;
+
+    for (size_t i = 0; i < OBX_KEEPER_MAX_CLAIMS; i++) {
+        struct kept *e = &k->kept[i];
+
+        if (e->watch != NULL && e->next_ms != LLONG_MAX &&
+            (best == NULL || e->next_ms < best->next_ms)) {
+            best = e;
+        }
+    }
+    return best;
 }
 
 static void *
@@ -144,12 +165,14 @@ keeper_main(void *arg)
     }
     pthread_mutex_lock(&k->lock);
     while (!k->stopping) {
-        if (k->watch == NULL || k->next_ms == LLONG_MAX) {
+        struct kept *e = soonest(k);
+
+        if (e == NULL) {
             pthread_cond_wait(&k->wake, &k->lock);
-        } else if (obx_monotonic_ms() < k->next_ms) {
-            wait_until(k, k->next_ms);
+        } else if (obx_monotonic_ms() < e->next_ms) {
+            wait_until(k, e->next_ms);
         } else {
-            renew(k);
+            renew(k, e);
         }
     }
     pthread_mutex_unlock(&k->lock);
@@ -199,34 +222,44 @@ obx_claim_keeper_stop(struct obx_claim_keeper *k)
     free(k);
 }
 
-void
+int
 obx_claim_keeper_watch(struct obx_claim_keeper *k, const char *handler,
                        const struct obx_ledger_event *event, const struct obx_claim *claim,
                        int lease_seconds, long long claimed_ms, struct obx_claim_watch *watch)
 {
+    int slot = -1;
+
     if (k == NULL) {
-        return;
+        return -1;
     }
     pthread_mutex_lock(&k->lock);
-    k->generation++;
-    k->watch = watch;
-    snprintf(k->handler, sizeof(k->handler), "%s", handler);
-    snprintf(k->event_id, sizeof(k->event_id), "%s", event->event_id);
-    k->claim = *claim;
-    k->lease_seconds = lease_seconds;
-    k->next_ms = claimed_ms + renew_every_ms(lease_seconds);
-    pthread_cond_signal(&k->wake);
+    for (int i = 0; i < OBX_KEEPER_MAX_CLAIMS && slot < 0; i++) {
+        slot = k->kept[i].watch == NULL ? i : -1;
+    }
+    if (slot >= 0) {
+        struct kept *e = &k->kept[slot];
+
+        e->generation++;
+        e->watch = watch;
+        snprintf(e->handler, sizeof(e->handler), "%s", handler);
+        snprintf(e->event_id, sizeof(e->event_id), "%s", event->event_id);
+        e->claim = *claim;
+        e->lease_seconds = lease_seconds;
+        e->next_ms = claimed_ms + renew_every_ms(lease_seconds);
+        pthread_cond_signal(&k->wake);
+    }
     pthread_mutex_unlock(&k->lock);
+    return slot;
 }
 
 void
-obx_claim_keeper_unwatch(struct obx_claim_keeper *k)
+obx_claim_keeper_unwatch(struct obx_claim_keeper *k, int slot)
 {
-    if (k == NULL) {
+    if (k == NULL || slot < 0 || slot >= OBX_KEEPER_MAX_CLAIMS) {
         return;
     }
     pthread_mutex_lock(&k->lock);
-    k->generation++;
-    k->watch = NULL;
+    k->kept[slot].generation++;
+    k->kept[slot].watch = NULL;
     pthread_mutex_unlock(&k->lock);
 }

@@ -45,17 +45,21 @@ struct obx_claim_keeper *obx_claim_keeper_start(const struct obx_store_options *
 /* Stops the thread and closes its connection. NULL is fine. */
 void obx_claim_keeper_stop(struct obx_claim_keeper *k);
 
+/* The most claims one keeper renews at once: every run an external handler has going. */
+enum { OBX_KEEPER_MAX_CLAIMS = 256 };
+
 /*
  * Renews `claim` of `handler` for `event` (all copied) every third of
  * `lease_seconds`, from `claimed_ms` (when its claim statement was sent),
- * reporting into `watch` until obx_claim_keeper_unwatch. One claim at a
- * time. NULL keeper: nothing.
+ * reporting into `watch` until obx_claim_keeper_unwatch. Returns the
+ * entry to unwatch, or -1 (NULL keeper, or OBX_KEEPER_MAX_CLAIMS watched
+ * already: the run is then stopped at two thirds of the lease).
  */
-void obx_claim_keeper_watch(struct obx_claim_keeper *k, const char *handler,
-                            const struct obx_ledger_event *event, const struct obx_claim *claim,
-                            int lease_seconds, long long claimed_ms, struct obx_claim_watch *watch);
+int obx_claim_keeper_watch(struct obx_claim_keeper *k, const char *handler,
+                           const struct obx_ledger_event *event, const struct obx_claim *claim,
+                           int lease_seconds, long long claimed_ms, struct obx_claim_watch *watch);
 
-/* Stops renewing; `watch` is not written once this returns. */
-void obx_claim_keeper_unwatch(struct obx_claim_keeper *k);
+/* Stops renewing entry `slot`; its watch is not written once this returns. -1: nothing. */
+void obx_claim_keeper_unwatch(struct obx_claim_keeper *k, int slot);
 
 #endif

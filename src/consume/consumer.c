@@ -528,7 +528,7 @@ start_keeper(struct outbox_consumer *c)
                                    .application_name = "outboxd-claim-keeper"};
 
     for (int h = 0; h < c->handler_count; h++) {
-        if (c->handlers[h].kind == OBX_HANDLER_EXT) {
+        if (obx_handler_is_external(&c->handlers[h])) {
             c->keeper = obx_claim_keeper_start(&so);
             return;
         }
@@ -574,6 +574,7 @@ outbox_consumer_free(outbox_consumer *c)
     for (int i = 0; i < c->handler_count; i++) {
         free(c->handlers[i].filter);
         free(c->handlers[i].statement);
+        free(c->handlers[i].owned_ctx);
     }
     obx_worker_fini(&c->w);
     free(c);

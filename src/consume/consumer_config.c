@@ -87,7 +87,7 @@ outbox_status
 outbox_consumer_add_tx_handler(outbox_consumer *c, const char *name, const char *subject_filter,
                                outbox_tx_handler_fn fn, void *ctx, outbox_error *err)
 {
-    struct obx_handler h = {.kind = OBX_HANDLER_TX, .tx = fn, .ctx = ctx};
+    struct obx_handler h = {.ops = &obx_tx_kind, .tx = fn, .ctx = ctx};
 
     return add_handler(c, name, subject_filter, &h, err);
 }
@@ -96,16 +96,27 @@ outbox_status
 outbox_consumer_add_ext_handler(outbox_consumer *c, const char *name, const char *subject_filter,
                                 outbox_ext_handler_fn fn, void *ctx, outbox_error *err)
 {
-    struct obx_handler h = {.kind = OBX_HANDLER_EXT, .ext = fn, .ctx = ctx};
+    struct obx_ext_kind *k = calloc(1, sizeof(*k));
+    struct obx_handler h = {.ops = &obx_ext_kind, .ctx = k, .owned_ctx = k, .in_flight = 1};
+    outbox_status st;
 
-    return add_handler(c, name, subject_filter, &h, err);
+    if (k == NULL) {
+        obx_error_reset(err);
+        return obx_fail(err, OUTBOX_ENOMEM, "out of memory");
+    }
+    *k = (struct obx_ext_kind){.fn = fn, .ctx = ctx};
+    st = add_handler(c, name, subject_filter, &h, err);
+    if (st != OUTBOX_OK) {
+        free(k);
+    }
+    return st;
 }
 
 outbox_status
 outbox_consumer_add_sql_handler(outbox_consumer *c, const char *name, const char *subject_filter,
                                 const char *statement, outbox_error *err)
 {
-    struct obx_handler h = {.kind = OBX_HANDLER_SQL};
+    struct obx_handler h = {.ops = &obx_sql_kind};
     outbox_status st;
 
     if (statement == NULL || statement[strspn(statement, " \t\r\n")] == '\0') {
@@ -123,4 +134,20 @@ outbox_consumer_add_sql_handler(outbox_consumer *c, const char *name, const char
         free(h.statement);
     }
     return st;
+}
+
+outbox_status
+obx_consumer_add_external(outbox_consumer *c, const char *name, const char *subject_filter,
+                          const struct obx_handler_ops *ops, void *ctx, size_t in_flight,
+                          outbox_error *err)
+{
+    struct obx_handler h = {.ops = ops, .ctx = ctx, .in_flight = in_flight};
+
+    if (ops == NULL || ops->start == NULL || ops->wait == NULL || ops->stop == NULL ||
+        in_flight < 1 || in_flight > OBX_MAX_IN_FLIGHT) {
+        obx_error_reset(err);
+        return obx_fail(err, OUTBOX_EINVAL, "handler \"%s\": in flight %zu must be 1 to %d",
+                        name ? name : "", in_flight, (int)OBX_MAX_IN_FLIGHT);
+    }
+    return add_handler(c, name, subject_filter, &h, err);
 }

@@ -6,15 +6,19 @@
  * claim everything, run each event in a savepoint, mark the successes done,
  * record failures and retries, commit. Claim, effects and `done` commit
  * together, so database effects happen exactly once and a crash leaves no
- * claim behind. External handlers: each event's claim commits just before
- * its effect runs outside any transaction, then its `done` mark (guarded
- * by the owner token) commits at once, to keep the re-run window after a
- * crash small.
+ * claim behind. External handlers: an event's claim commits just before
+ * its effect runs outside any transaction (those that start together are
+ * claimed in one statement), then its `done` mark (guarded by the owner
+ * token) commits as soon as its run ends (with the others that ended in
+ * the same round), to keep the re-run window after a crash small. Every
+ * kind is run through struct obx_handler_ops (handler.h): the loop does
+ * not know which one it runs.
  *
  * Attempts are spent only on handler failures. A claim held elsewhere, a
  * backoff not yet over, a retry-later answer or a ledger outage only delay
  * the message (NAK), so JetStream's max_deliver never counts them.
  */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,6 +50,8 @@ struct offer {
     outbox_handler_result *results; /* per slot, for RUN claims */
     char (*reasons)[512];           /* per slot, for FAIL */
     unsigned char *rerun;           /* per slot: RETRY in a batch, to run again alone */
+    long long *retry_ms;            /* per slot, external RETRY: the delay asked for; 0: backoff */
+    unsigned char *dead_now;        /* per slot, external FAIL: dead-letter at once */
     long only_msg;                  /* a second chance: this batch message only; else -1 */
 };
 
@@ -60,7 +66,10 @@ offer_init(struct offer *o)
     o->results = calloc(n, sizeof(*o->results));
     o->reasons = calloc(n, sizeof(*o->reasons));
     o->rerun = calloc(n, sizeof(*o->rerun));
-    if (!o->msg_index || !o->events || !o->claims || !o->results || !o->reasons || !o->rerun) {
+    o->retry_ms = calloc(n, sizeof(*o->retry_ms));
+    o->dead_now = calloc(n, sizeof(*o->dead_now));
+    if (!o->msg_index || !o->events || !o->claims || !o->results || !o->reasons || !o->rerun ||
+        !o->retry_ms || !o->dead_now) {
         return -1;
     }
     for (size_t i = 0; i < n; i++) {
@@ -96,6 +105,15 @@ by_aggregate_then_event(const void *a, const void *b)
     return c != 0 ? c : strcmp(x->event_id, y->event_id);
 }
 
+static int
+by_aggregate_then_arrival(const void *a, const void *b)
+{
+    const struct keyed_slot *x = a, *y = b;
+    int c = strcmp(x->key, y->key);
+
+    return c != 0 ? c : (x->msg_index > y->msg_index) - (x->msg_index < y->msg_index);
+}
+
 /*
  * Transactional handlers hold every lock they take until the batch
  * commits. Run in one global order - by aggregate, then by event id (time)
@@ -104,7 +122,7 @@ by_aggregate_then_event(const void *a, const void *b)
  * Each aggregate's events also run in the order they happened.
  */
 static void
-sort_for_locking(struct offer *o)
+sort_by_aggregate(struct offer *o, int (*order)(const void *, const void *))
 {
     struct keyed_slot *ks = calloc(o->count, sizeof(*ks));
 
@@ -117,7 +135,7 @@ sort_for_locking(struct offer *o)
         ks[k].msg_index = o->msg_index[k];
         ks[k].event = o->events[k];
     }
-    qsort(ks, o->count, sizeof(*ks), by_aggregate_then_event);
+    qsort(ks, o->count, sizeof(*ks), order);
     for (size_t k = 0; k < o->count; k++) {
         o->msg_index[k] = ks[k].msg_index;
         o->events[k] = ks[k].event;
@@ -134,6 +152,8 @@ offer_fini(struct offer *o)
     free(o->results);
     free(o->reasons);
     free(o->rerun);
+    free(o->retry_ms);
+    free(o->dead_now);
 }
 
 static struct obx_msg_verdict *
@@ -194,7 +214,8 @@ delivery_of(const struct offer *o, size_t k)
 {
     return (struct outbox_delivery){.msg = &o->batch->msgs[o->msg_index[k]],
                                     .event_id = o->events[k].event_id,
-                                    .attempts = o->claims[k].attempts};
+                                    .attempts = o->claims[k].attempts,
+                                    .head = &o->verdicts[o->msg_index[k]].env.head};
 }
 
 /*
@@ -214,43 +235,21 @@ keep_reason(struct offer *o, size_t k, const outbox_error *herr)
     }
 }
 
-/*
- * Runs the handler for slot k; the result and a failure's reason are kept
- * in `o`. `watch`: an external run's claim renewal, which it can read.
- */
+/* Runs the handler for slot k inside the ledger's transaction; the result is kept in `o`. */
 static void
-run_one(struct offer *o, size_t k, PGconn *conn, const struct obx_claim_watch *watch)
+run_one_in_txn(struct offer *o, size_t k)
 {
     struct outbox_delivery d = delivery_of(o, k);
     const outbox_delivery *one[] = {&d};
     outbox_error herr = {0};
 
-    d.watch = watch;
-    switch (o->h->kind) {
-    case OBX_HANDLER_TX:
-        o->results[k] = o->h->tx(o->h->ctx, conn, &d, &herr);
-        /* Done over a failed statement cannot commit: the handler's failure, so it is
-         * retried and dead-lettered like one instead of failing its whole batch forever. */
-        if (o->results[k] == OUTBOX_HANDLER_DONE &&
-            obx_ledger_txn_state(o->env->ledger) == OBX_LEDGER_TXN_FAILED) {
-            o->results[k] = OUTBOX_HANDLER_FAIL;
-            obx_fail(&herr, OUTBOX_EREJECTED,
-                     "handler returned done after a statement in its transaction failed");
-        }
-        break;
-    case OBX_HANDLER_EXT:
-        o->results[k] = o->h->ext(o->h->ctx, &d, &herr);
-        break;
-    case OBX_HANDLER_SQL:
-        obx_sql_handler_run(o->env->ledger, o->h->statement, one, 1, &o->results[k], &herr);
-        break;
-    }
+    o->h->ops->run_in_txn(o->h, o->env->ledger, one, 1, &o->results[k], &herr);
     keep_reason(o, k, &herr);
 }
 
-/* A SQL handler's whole batch in one pipeline (the fast path). 0, or -1 out of memory. */
+/* Every RUN claim's handler in one call (a SQL kind's pipeline). 0, or -1 out of memory. */
 static int
-run_sql_batch(struct offer *o)
+run_batch_in_txn(struct offer *o)
 {
     struct outbox_delivery *d = calloc(o->count, sizeof(*d));
     const outbox_delivery **dp = calloc(o->count, sizeof(*dp));
@@ -268,7 +267,7 @@ run_sql_batch(struct offer *o)
         }
     }
     if (rc == 0 && n > 0) {
-        obx_sql_handler_run(o->env->ledger, o->h->statement, dp, n, results, errs);
+        o->h->ops->run_in_txn(o->h, o->env->ledger, dp, n, results, errs);
         for (size_t i = 0; i < n; i++) {
             o->results[slot[i]] = results[i];
             keep_reason(o, slot[i], &errs[i]);
@@ -292,22 +291,30 @@ settle_unhandled(struct offer *o, size_t k, outbox_error *err)
     struct obx_failure_result fr = {0};
     outbox_status st;
 
-    if (o->results[k] == OUTBOX_HANDLER_RETRY && o->h->kind != OBX_HANDLER_EXT && o->only_msg < 0) {
+    if (o->results[k] == OUTBOX_HANDLER_RETRY && !obx_handler_is_external(o->h) &&
+        o->only_msg < 0) {
         /* Usually a deadlock or serialization conflict with another replica's batch:
          * freed now, and run again alone right after this batch commits. */
         o->rerun[k] = 1;
         return obx_ledger_release(o->env->ledger, o->h->name, &o->events[k], &o->claims[k], 0, err);
     }
     if (o->results[k] == OUTBOX_HANDLER_RETRY) {
-        int delay_ms =
-            obx_backoff_delay_ms(1, opts->backoff_base_ms, opts->backoff_cap_ms,
-                                 (double)rand_r(o->env->jitter_seed) / ((double)RAND_MAX + 1.0));
+        /* A delay the handler asked for (HTTP Retry-After, an endpoint's outage), else the
+         * first step of the backoff. */
+        int delay_ms = o->retry_ms[k] > 0
+                           ? (int)(o->retry_ms[k] < INT_MAX ? o->retry_ms[k] : INT_MAX)
+                           : obx_backoff_delay_ms(1, opts->backoff_base_ms, opts->backoff_cap_ms,
+                                                  (double)rand_r(o->env->jitter_seed) /
+                                                      ((double)RAND_MAX + 1.0));
 
         st = obx_ledger_release(o->env->ledger, o->h->name, &o->events[k], &o->claims[k], delay_ms,
                                 err);
         obx_verdict_nak(verdict(o, k), delay_ms);
         o->tally->retried += 1;
         return st;
+    }
+    if (o->dead_now[k]) {
+        policy.max_attempts = 1; /* the endpoint said it never will (HTTP 410) */
     }
     st = obx_ledger_record_failure(o->env->ledger, o->h->name, &o->events[k], &o->claims[k],
                                    o->reasons[k], &policy, &fr, err);
@@ -336,7 +343,6 @@ settle_unhandled(struct offer *o, size_t k, outbox_error *err)
 static outbox_status
 run_in_savepoints(struct offer *o, outbox_error *err)
 {
-    PGconn *conn = obx_ledger_connection(o->env->ledger);
     outbox_status st = OUTBOX_OK;
 
     for (size_t k = 0; k < o->count && st == OUTBOX_OK; k++) {
@@ -347,7 +353,7 @@ run_in_savepoints(struct offer *o, outbox_error *err)
         if (st != OUTBOX_OK) {
             break;
         }
-        run_one(o, k, conn, NULL);
+        run_one_in_txn(o, k);
         st = o->results[k] == OUTBOX_HANDLER_DONE
                  ? obx_ledger_release_savepoint(o->env->ledger, err)
                  : obx_ledger_rollback_to_savepoint(o->env->ledger, err);
@@ -406,17 +412,12 @@ settle_failures(struct offer *o, outbox_error *err)
 static outbox_status
 run_optimistic(struct offer *o, int *clean, outbox_error *err)
 {
-    PGconn *conn = obx_ledger_connection(o->env->ledger);
-
     *clean = 1;
-    if (o->h->kind == OBX_HANDLER_SQL && run_sql_batch(o) != 0) {
+    if (run_batch_in_txn(o) != 0) {
         return obx_fail(err, OUTBOX_ENOMEM, "consumer: out of memory");
     }
     for (size_t k = 0; k < o->count && *clean; k++) {
         if (o->claims[k].state == OBX_CLAIM_RUN) {
-            if (o->h->kind != OBX_HANDLER_SQL) {
-                run_one(o, k, conn, NULL);
-            }
             *clean = o->results[k] == OUTBOX_HANDLER_DONE;
         }
     }
@@ -499,79 +500,305 @@ settle_lost(struct offer *o, size_t k, outbox_error *err)
     return obx_ledger_release(o->env->ledger, o->h->name, &o->events[k], &o->claims[k], 0, err);
 }
 
+/* The runs of an external kind going on, by slot. */
+struct runs {
+    struct outbox_delivery *d;     /* per slot: what its run reads, valid until it ends */
+    struct obx_claim_watch *watch; /* per slot: its claim's renewal */
+    int *kept;                     /* per slot: its keeper entry, or -1 */
+    unsigned char *state;          /* per slot: RUN_* */
+    struct obx_run_end *ends;      /* wait()'s reports */
+    size_t *done_slots;            /* of those, the DONE ones */
+    size_t going;                  /* runs started and not ended */
+    size_t next;                   /* the first slot not yet claimed */
+};
+
+enum { RUN_WAITING, RUN_CLAIMING, RUN_GOING, RUN_STOPPED, RUN_OVER };
+
+enum { WAIT_ROUND_MS = 50 }; /* claims are checked for loss between rounds */
+
+static int
+runs_init(struct runs *r, size_t count, size_t in_flight)
+{
+    r->d = calloc(count, sizeof(*r->d));
+    r->watch = calloc(count, sizeof(*r->watch));
+    r->kept = calloc(count, sizeof(*r->kept));
+    r->state = calloc(count, sizeof(*r->state));
+    r->ends = calloc(in_flight, sizeof(*r->ends));
+    r->done_slots = calloc(in_flight, sizeof(*r->done_slots));
+    return r->d && r->watch && r->kept && r->state && r->ends && r->done_slots ? 0 : -1;
+}
+
+static void
+runs_fini(struct runs *r)
+{
+    free(r->d);
+    free(r->watch);
+    free(r->kept);
+    free(r->state);
+    free(r->ends);
+    free(r->done_slots);
+}
+
 /*
- * One external run: keep the message alive, run while the keeper renews
- * the claim (sent at `claimed_ms`), then record the outcome at once.
+ * The next slot to claim and run, or o->count when none can start now.
+ * Slots are sorted by aggregate: an event waits while the one before it
+ * of the same aggregate runs, so an aggregate never has two runs going
+ * and its events start in the order they came.
  */
-static outbox_status
-run_external(struct offer *o, size_t k, long long claimed_ms, outbox_error *err)
+static size_t
+next_startable(const struct offer *o, const struct runs *r)
+{
+    for (size_t k = r->next; k < o->count; k++) {
+        if (r->state[k] != RUN_WAITING) {
+            continue;
+        }
+        if (k == 0 || r->state[k - 1] == RUN_OVER ||
+            strcmp(verdict((struct offer *)o, k)->aggregate_id,
+                   verdict((struct offer *)o, k - 1)->aggregate_id) != 0) {
+            return k;
+        }
+    }
+    return o->count;
+}
+
+/* Starts slot k's run, its claim (sent at `claimed_ms`) just committed. */
+static void
+begin_run(struct offer *o, struct runs *r, size_t k, long long claimed_ms)
 {
     int lease = (int)o->env->cfg->ledger_lease_seconds;
-    struct obx_claim one = o->claims[k];
-    struct obx_claim_watch watch;
-    size_t marked = 0;
     outbox_error ferr = {0};
 
-    obx_claim_watch_init(&watch, claimed_ms, lease);
-    obx_claim_keeper_watch(o->env->keeper, o->h->name, &o->events[k], &o->claims[k], lease,
-                           claimed_ms, &watch);
+    r->d[k] = delivery_of(o, k);
+    r->d[k].watch = &r->watch[k];
+    obx_claim_watch_init(&r->watch[k], claimed_ms, lease);
+    r->kept[k] = obx_claim_keeper_watch(o->env->keeper, o->h->name, &o->events[k], &o->claims[k],
+                                        lease, claimed_ms, &r->watch[k]);
     o->env->feed->ops->in_progress(o->env->feed, o->batch, o->msg_index[k], &ferr);
-    run_one(o, k, NULL, &watch);
-    obx_claim_keeper_unwatch(o->env->keeper);
-    if (o->results[k] != OUTBOX_HANDLER_DONE && obx_claim_watch_lost(&watch)) {
+    r->state[k] = RUN_GOING;
+    r->going++;
+    o->h->ops->start(o->h->ctx, (unsigned long)k, &r->d[k]);
+}
+
+/*
+ * Claims up to `room` slots that can start now, in one statement, and
+ * starts the runs of those the ledger says to run. Only what starts at
+ * once is claimed, so no claim ages while it waits for its run.
+ */
+static outbox_status
+start_runs(struct offer *o, struct runs *r, size_t room, outbox_error *err)
+{
+    struct obx_ledger_event *events = calloc(room, sizeof(*events));
+    struct obx_claim *claims = calloc(room, sizeof(*claims));
+    size_t *picked = calloc(room, sizeof(*picked));
+    long long claimed_ms = obx_monotonic_ms(); /* before the server's now(): see claim_keeper.c */
+    outbox_status st = OUTBOX_OK;
+    size_t n = 0, k;
+
+    if (events == NULL || claims == NULL || picked == NULL) {
+        st = obx_fail(err, OUTBOX_ENOMEM, "consumer: out of memory");
+    }
+    while (st == OUTBOX_OK && n < room && (k = next_startable(o, r)) < o->count) {
+        r->state[k] = RUN_CLAIMING; /* holds back the next event of its aggregate */
+        events[n] = o->events[k];
+        picked[n++] = k;
+    }
+    if (st == OUTBOX_OK && n > 0) {
+        st = obx_ledger_claim(o->env->ledger, o->h->name, events, n,
+                              (int)o->env->cfg->ledger_lease_seconds, CLAIM_LOCK_WAIT_MS, claims,
+                              err);
+    }
+    for (size_t i = 0; i < n; i++) {
+        k = picked[i];
+        if (st != OUTBOX_OK) {
+            r->state[k] = RUN_WAITING; /* not claimed: it is redelivered */
+            continue;
+        }
+        o->claims[k] = claims[i];
+        apply_claim_states_in(o, k, k + 1);
+        if (o->claims[k].state == OBX_CLAIM_RUN) {
+            begin_run(o, r, k, claimed_ms);
+        } else {
+            r->state[k] = RUN_OVER;
+        }
+    }
+    free(events);
+    free(claims);
+    free(picked);
+    return st;
+}
+
+/*
+ * Records how run k ended, at once: its failure or retry, or for a DONE
+ * sets `*done` (its mark goes with the others of the round, one
+ * statement). With `broken` the ledger is away: nothing can be recorded,
+ * and the message comes back later with nothing spent.
+ */
+static outbox_status
+settle_end(struct offer *o, struct runs *r, const struct obx_run_end *e, int broken, int *done,
+           outbox_error *err)
+{
+    size_t k = (size_t)e->tag;
+
+    *done = 0;
+    obx_claim_keeper_unwatch(o->env->keeper, r->kept[k]);
+    r->state[k] = RUN_OVER;
+    r->going--;
+    o->results[k] = e->result;
+    o->retry_ms[k] = e->retry_ms;
+    o->dead_now[k] = (unsigned char)e->dead_now;
+    keep_reason(o, k, &e->err);
+    if (broken) {
+        obx_verdict_nak(verdict(o, k), OBX_LEDGER_OUTAGE_RETRY_MS);
+        o->tally->ledger_errors += 1;
+        o->results[k] = OUTBOX_HANDLER_RETRY; /* not counted as handled: its done is not written */
+        return OUTBOX_OK;
+    }
+    if (e->result != OUTBOX_HANDLER_DONE && obx_claim_watch_lost(&r->watch[k])) {
         return settle_lost(o, k, err);
     }
-    if (o->results[k] != OUTBOX_HANDLER_DONE) {
+    if (e->result != OUTBOX_HANDLER_DONE) {
         return settle_unhandled(o, k, err);
     }
-    if (obx_ledger_mark_done(o->env->ledger, o->h->name, &o->events[k], &one, 1, &marked, err) !=
-        OUTBOX_OK) {
-        return err->code;
-    }
-    if (marked == 0) {
-        obx_log(OUTBOX_LOG_WARN, "claim lost before done event_id=%s handler=%s",
-                o->events[k].event_id, o->h->name);
-    }
+    *done = 1;
     return OUTBOX_OK;
 }
 
 /*
- * Each event is claimed right before its handler runs, not with the rest
- * of the batch: claims taken together age while the handlers before them
- * run, and one whose lease ran out meanwhile can be taken over by another
- * replica - which then runs the same handler for the same event at the
- * same time, or marks it done before this replica runs it again.
+ * Marks done, in one statement guarded by each owner token, the runs of
+ * `slots` that returned DONE. A mark that finds its claim taken over
+ * changes nothing: the new owner decides.
+ */
+static outbox_status
+mark_ended_done(struct offer *o, const size_t *slots, size_t n, outbox_error *err)
+{
+    struct obx_ledger_event *events = calloc(n, sizeof(*events));
+    struct obx_claim *claims = calloc(n, sizeof(*claims));
+    size_t marked = 0;
+    outbox_status st;
+
+    if (events == NULL || claims == NULL) {
+        st = obx_fail(err, OUTBOX_ENOMEM, "consumer: out of memory");
+    } else {
+        for (size_t i = 0; i < n; i++) {
+            events[i] = o->events[slots[i]];
+            claims[i] = o->claims[slots[i]];
+        }
+        st = obx_ledger_mark_done(o->env->ledger, o->h->name, events, claims, n, &marked, err);
+    }
+    free(events);
+    free(claims);
+    if (st != OUTBOX_OK) {
+        for (size_t i = 0; i < n; i++) { /* done, but not recorded: it comes back */
+            obx_verdict_nak(verdict(o, slots[i]), OBX_LEDGER_OUTAGE_RETRY_MS);
+            o->results[slots[i]] = OUTBOX_HANDLER_RETRY;
+            o->tally->ledger_errors += 1;
+        }
+        return st;
+    }
+    if (marked < n && n == 1) {
+        obx_log(OUTBOX_LOG_WARN, "claim lost before done event_id=%s handler=%s",
+                o->events[slots[0]].event_id, o->h->name);
+    } else if (marked < n) {
+        obx_log(OUTBOX_LOG_WARN, "claim lost before done handler=%s lost=%zu of=%zu", o->h->name,
+                n - marked, n);
+    }
+    return OUTBOX_OK;
+}
+
+/* Records the ends of one wait; the first ledger failure makes `*broken`. */
+static void
+settle_round(struct offer *o, struct runs *r, size_t n, int *broken, outbox_status *st,
+             outbox_error *err)
+{
+    size_t done_count = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        outbox_error serr = {0};
+        int done = 0;
+
+        if (settle_end(o, r, &r->ends[i], *broken, &done, &serr) != OUTBOX_OK && !*broken) {
+            *broken = 1;
+            *st = serr.code;
+            *err = serr;
+        }
+        if (done) {
+            r->done_slots[done_count++] = (size_t)r->ends[i].tag;
+        }
+    }
+    if (done_count > 0 && mark_ended_done(o, r->done_slots, done_count, err) != OUTBOX_OK &&
+        !*broken) {
+        *broken = 1;
+        *st = err->code;
+    }
+}
+
+/* A run whose claim is gone, or may run out before its next renewal, is stopped at once. */
+static void
+stop_lost_runs(struct offer *o, struct runs *r)
+{
+    for (size_t k = 0; k < o->count; k++) {
+        if (r->state[k] == RUN_GOING && obx_claim_watch_lost(&r->watch[k])) {
+            r->state[k] = RUN_STOPPED;
+            o->h->ops->stop(o->h->ctx, (unsigned long)k);
+        }
+    }
+}
+
+/*
+ * External kinds, with up to the handler's in-flight limit of runs going
+ * at once. Each event is claimed right before its run starts, not with
+ * the rest of the batch: claims taken together age while the runs before
+ * them go on, and one whose lease ran out meanwhile can be taken over by
+ * another replica - which then runs the same handler for the same event
+ * at the same time, or marks it done before this replica runs it again.
+ * Each run's end is recorded as soon as it is reported.
+ *
+ * A kind in an outage (its endpoint unreachable) starts nothing more: the
+ * events not started are given back with its pause as their delay, and
+ * the consumer goes on with the other handlers.
  */
 static outbox_status
 offer_external(struct offer *o, outbox_error *err)
 {
+    const struct obx_handler_ops *ops = o->h->ops;
+    size_t limit = o->h->in_flight > 0 ? o->h->in_flight : 1;
+    struct runs r = {0};
     outbox_status st = OUTBOX_OK;
-    size_t k = 0;
+    long long paused = 0;
+    int broken = 0;
 
-    while (k < o->count) {
-        long long claimed_ms =
-            obx_monotonic_ms(); /* before the server's now(): see claim_keeper.c */
+    if (runs_init(&r, o->count, limit) != 0) {
+        runs_fini(&r);
+        return obx_fail(err, OUTBOX_ENOMEM, "consumer: out of memory");
+    }
+    for (;;) {
+        size_t n;
 
-        st = obx_ledger_claim(o->env->ledger, o->h->name, &o->events[k], 1,
-                              o->env->cfg->ledger_lease_seconds, CLAIM_LOCK_WAIT_MS, &o->claims[k],
-                              err);
-        if (st != OUTBOX_OK) {
-            break; /* slot k is not claimed: its state is still RUN, so it is redelivered */
+        paused = ops->paused_ms != NULL ? ops->paused_ms(o->h->ctx) : 0;
+        if (!broken && paused == 0 && r.going < limit &&
+            start_runs(o, &r, limit - r.going, err) != OUTBOX_OK) {
+            broken = 1; /* the ledger went away: settle what runs, start nothing more */
+            st = err->code;
         }
-        apply_claim_states_in(o, k, k + 1);
-        if (o->claims[k].state == OBX_CLAIM_RUN &&
-            (st = run_external(o, k, claimed_ms, err)) != OUTBOX_OK) {
-            break; /* slot k's outcome was not recorded: it is redelivered with the rest */
+        while (r.next < o->count && r.state[r.next] != RUN_WAITING) {
+            r.next++;
         }
-        k++;
+        if (r.going == 0 && (broken || paused > 0 || next_startable(o, &r) == o->count)) {
+            break;
+        }
+        n = ops->wait(o->h->ctx, WAIT_ROUND_MS, r.ends, limit);
+        settle_round(o, &r, n, &broken, &st, err);
+        stop_lost_runs(o, &r);
     }
-    /* The ledger went away: what was not settled comes back later, nothing spent. */
-    for (; st != OUTBOX_OK && k < o->count; k++) {
-        if (o->claims[k].state == OBX_CLAIM_RUN) {
-            obx_verdict_nak(verdict(o, k), OBX_LEDGER_OUTAGE_RETRY_MS);
-            o->tally->ledger_errors += 1;
+    /* Not started: back later, nothing spent (the ledger is away, or the endpoint). */
+    for (size_t k = 0; k < o->count; k++) {
+        if (r.state[k] == RUN_WAITING) {
+            obx_verdict_nak(verdict(o, k), broken ? OBX_LEDGER_OUTAGE_RETRY_MS : paused);
+            o->tally->ledger_errors += broken;
+            o->tally->deferred += !broken;
         }
     }
+    runs_fini(&r);
     return st;
 }
 
@@ -633,10 +860,11 @@ obx_consumer_offer(const struct obx_offer_env *env, const struct obx_handler *h,
         offer_fini(&o);
         return obx_fail(err, OUTBOX_ENOMEM, "consumer: out of memory");
     }
-    if (o.count > 0 && h->kind == OBX_HANDLER_EXT) {
+    if (o.count > 0 && obx_handler_is_external(h)) {
+        sort_by_aggregate(&o, by_aggregate_then_arrival);
         st = offer_external(&o, err);
     } else if (o.count > 0) { /* transactional and SQL handlers */
-        sort_for_locking(&o);
+        sort_by_aggregate(&o, by_aggregate_then_event);
         st = offer_transactional(&o, err);
         if (st == OUTBOX_OK) {
             apply_claim_states(&o);

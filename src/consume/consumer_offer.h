@@ -30,7 +30,7 @@ struct obx_offer_tally {
     unsigned long long handled, skipped, deferred, failed, retried, dead, ledger_errors;
     unsigned long long claims;    /* claims made through the ledger */
     unsigned long long conflicts; /* of those, held by another replica */
-    unsigned long long outages;   /* runs given back: the database failed under them */
+    unsigned long long outages;   /* runs given back: the database or an endpoint was away */
     unsigned long long lost;      /* external runs whose claim was lost while they ran */
     char outage_reason[256];      /* the last of those outages, for the log */
 };

@@ -29,7 +29,8 @@ struct outbox_delivery {
     const struct obx_feed_msg *msg; /* borrowed from the batch */
     const char *event_id;           /* the envelope's id, borrowed */
     int attempts;
-    const struct obx_claim_watch *watch; /* external runs: their claim's renewal; else NULL */
+    const struct obx_claim_watch *watch;  /* external runs: their claim's renewal; else NULL */
+    const struct obx_envelope_head *head; /* the parsed envelope, borrowed from the verdict */
 };
 
 /* The redelivery delay after a ledger failure; it spends no attempt. */

@@ -132,11 +132,17 @@ read_results(struct obx_ledger *ledger, const char *statement, int prepared_now,
     drain_to_sync(conn);
 }
 
-void
-obx_sql_handler_run(struct obx_ledger *ledger, const char *statement,
-                    const outbox_delivery *const *d, size_t count, outbox_handler_result *results,
-                    outbox_error *errs)
+/*
+ * Runs the statement for `count` deliveries inside the ledger's open
+ * transaction, in one pipeline (prepared once per connection), filling
+ * results[i] (and errs[i] for a FAIL). A statement that fails aborts the
+ * rest: they come back as RETRY, having not run.
+ */
+static void
+run_in_txn(const struct obx_handler *h, struct obx_ledger *ledger, const outbox_delivery *const *d,
+           size_t count, outbox_handler_result *results, outbox_error *errs)
 {
+    const char *statement = h->statement;
     const Oid types[] = {JSONB_OID};
     PGconn *conn = obx_ledger_connection(ledger);
     char name[32];
@@ -165,3 +171,5 @@ obx_sql_handler_run(struct obx_ledger *ledger, const char *statement,
     }
     PQexitPipelineMode(conn);
 }
+
+const struct obx_handler_ops obx_sql_kind = {.kind = "sql", .run_in_txn = run_in_txn};

@@ -7,8 +7,12 @@
  * anything else, or running past the timeout: failed, with the end of its
  * stderr as the reason. It runs in its own process group, between a
  * committed claim and the done mark: at least once. If the claim is lost
- * while it runs (outbox_delivery_claim_lost) its group is killed at once,
- * before another replica can take the claim over and run it too.
+ * while it runs its group is killed at once, before another replica can
+ * take the claim over and run it too.
+ *
+ * As a handler kind (obx_exec_kind) it keeps up to the handler's in-flight
+ * limit of children going at once: one poll() watches every child's
+ * pipes and its pidfd, so a child's exit wakes it at once.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -23,6 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "common/error.h"
 #include "devserver/devserver_exec.h"
 #include "handlers/exec_handler.h"
@@ -30,9 +35,24 @@
 
 #include "common/banned.h" /* last: poisons unsafe functions */
 
-enum { STDERR_KEEP = 300 };
+enum {
+    STDERR_KEEP = 300,
+    DRAIN_MS = 500, /* stderr read after the exit, at most: a grandchild may hold it open */
+};
+
+enum child_state { CHILD_RUNNING, CHILD_DRAINING, CHILD_ENDED };
 
 struct child {
+    unsigned long tag;
+    const outbox_delivery *d;
+    enum child_state state;
+    int status;   /* its wait status, once reaped */
+    int ended_by; /* 0: it exited; -1: past the deadline; -2: stopped (claim lost); -3: no start */
+    outbox_error start_err; /* -3: why it did not start */
+    long long deadline_ms;
+    long long drain_until_ms;
+    const char *body; /* the envelope, borrowed from the delivery */
+    size_t len, written;
     pid_t pid;
     int in_fd;                  /* the envelope goes here; -1 once written */
     int err_fd;                 /* its stderr comes from here; -1 at EOF */
@@ -136,100 +156,131 @@ keep_tail(struct child *ch, const char *data, size_t n)
     ch->tail[ch->tail_len] = '\0';
 }
 
-/*
- * How long one round waits at most: the claim and the deadline are checked
- * between rounds. With the child's exit in the poll set, an exit ends the
- * wait at once; without it, an exit is seen only by waitpid() after the
- * wait, so the wait is short once the pipes are done.
- */
-static int
-round_ms(const struct child *ch)
-{
-    return ch->exit_fd >= 0 || ch->in_fd >= 0 || ch->err_fd >= 0 ? 50 : 1;
-}
-
-/* One round: read stderr if it has data, write more envelope if the pipe takes it. */
-static void
-pump_once(struct child *ch, const char *body, size_t len, size_t *written)
-{
-    struct pollfd p[3] = {
-        {ch->err_fd, POLLIN, 0}, {ch->in_fd, POLLOUT, 0}, {ch->exit_fd, POLLIN, 0}};
-    char buf[4096];
-
-    if (poll(p, 3, round_ms(ch)) <= 0) {
-        return;
-    }
-    if (ch->err_fd >= 0 && p[0].revents) {
-        ssize_t got = read(ch->err_fd, buf, sizeof(buf));
-
-        if (got > 0) {
-            keep_tail(ch, buf, (size_t)got);
-        } else if (got == 0 || errno != EINTR) {
-            close(ch->err_fd);
-            ch->err_fd = -1;
-        }
-    }
-    if (ch->in_fd >= 0 && p[1].revents) {
-        ssize_t put = write(ch->in_fd, body + *written, len - *written);
-
-        *written += put > 0 ? (size_t)put : 0;
-        /* EPIPE: it did not want the rest. EAGAIN: the pipe is full again, next round. */
-        if ((put < 0 && errno != EAGAIN && errno != EINTR) || *written == len) {
-            close(ch->in_fd);
-            ch->in_fd = -1;
-        }
-    }
-}
-
 /* Kills the child's whole group (a pipeline's other commands too) and reaps it. */
 static void
-kill_group(struct child *ch, int *status)
+kill_group(struct child *ch)
 {
     kill(-ch->pid, SIGKILL);
-    while (waitpid(ch->pid, status, 0) < 0 && errno == EINTR) {
+    while (waitpid(ch->pid, &ch->status, 0) < 0 && errno == EINTR) {
+    }
+}
+
+static void
+close_fd(int *fd)
+{
+    if (*fd >= 0) {
+        close(*fd);
+        *fd = -1;
+    }
+}
+
+/* Reads stderr if `revents` says it has data; closes it at EOF. */
+static void
+read_stderr(struct child *ch, short revents)
+{
+    char buf[4096];
+    ssize_t got;
+
+    if (ch->err_fd < 0 || revents == 0) {
+        return;
+    }
+    got = read(ch->err_fd, buf, sizeof(buf));
+    if (got > 0) {
+        keep_tail(ch, buf, (size_t)got);
+    } else if (got == 0 || errno != EINTR) {
+        close_fd(&ch->err_fd);
+    }
+}
+
+/* Writes more envelope if `revents` says the pipe takes it. */
+static void
+write_stdin(struct child *ch, short revents)
+{
+    ssize_t put;
+
+    if (ch->in_fd < 0 || revents == 0) {
+        return;
+    }
+    put = write(ch->in_fd, ch->body + ch->written, ch->len - ch->written);
+    ch->written += put > 0 ? (size_t)put : 0;
+    /* EPIPE: it did not want the rest. EAGAIN: the pipe is full again, next round. */
+    if ((put < 0 && errno != EAGAIN && errno != EINTR) || ch->written == ch->len) {
+        close_fd(&ch->in_fd);
     }
 }
 
 /*
- * Writes the envelope and reads stderr together (neither pipe can fill and
- * stall) until the child exits. Returns 0 with its status, -1 past the
- * deadline or -2 once the claim is lost (the child is then killed and
- * reaped: a round waits at most 50 ms, so it stops well inside the third
- * of the lease the keeper leaves).
+ * Moves a child on after a poll: reaped once it exited (then its stderr
+ * is read to EOF for a moment), killed past its deadline.
  */
-static int
-pump(struct child *ch, const outbox_delivery *d, long long deadline_ms, int *status)
+static void
+advance(struct child *ch, long long now)
 {
-    size_t written = 0, len = 0;
-    const char *body = outbox_delivery_envelope(d, &len);
-
-    for (;;) {
-        pid_t done = waitpid(ch->pid, status, WNOHANG);
+    if (ch->state == CHILD_RUNNING) {
+        pid_t done = waitpid(ch->pid, &ch->status, WNOHANG);
 
         if (done == ch->pid || (done < 0 && errno != EINTR)) {
-            break;
+            close_fd(&ch->exit_fd); /* reaped: it would wake every poll from now on */
+            ch->state = CHILD_DRAINING;
+            ch->drain_until_ms = now + DRAIN_MS;
+        } else if (now >= ch->deadline_ms) {
+            kill_group(ch);
+            ch->ended_by = -1;
+            ch->state = CHILD_ENDED;
         }
-        if (outbox_delivery_claim_lost(d)) {
-            kill_group(ch, status);
-            return -2;
+    }
+    if (ch->state == CHILD_DRAINING && (ch->err_fd < 0 || now >= ch->drain_until_ms)) {
+        ch->state = CHILD_ENDED;
+    }
+    if (ch->state == CHILD_ENDED) {
+        close_fd(&ch->in_fd);
+        close_fd(&ch->err_fd);
+        close_fd(&ch->exit_fd);
+    }
+}
+
+/*
+ * How long a poll may wait: without a pidfd a child's exit is seen only by
+ * waitpid() after the poll, so it is short then; a draining child's stderr
+ * waits at most until its drain ends.
+ */
+static int
+poll_ms(const struct child *const *ch, size_t n, int timeout_ms, long long now)
+{
+    long long ms = timeout_ms;
+
+    for (size_t i = 0; i < n; i++) {
+        long long until = ch[i]->state == CHILD_DRAINING ? ch[i]->drain_until_ms
+                          : ch[i]->exit_fd < 0           ? now + 1
+                                                         : ch[i]->deadline_ms;
+
+        ms = until - now < ms ? until - now : ms;
+    }
+    return ms < 0 ? 0 : (int)ms;
+}
+
+/* One poll over every child's pipes and pidfd, then each child moved on. */
+static void
+pump_all(struct child *const *ch, size_t n, int timeout_ms)
+{
+    struct pollfd p[3 * OBX_EXEC_MAX_CHILDREN];
+    long long now = obx_monotonic_ms();
+
+    for (size_t i = 0; i < n; i++) {
+        p[3 * i] = (struct pollfd){ch[i]->err_fd, POLLIN, 0};
+        p[3 * i + 1] = (struct pollfd){ch[i]->in_fd, POLLOUT, 0};
+        p[3 * i + 2] = (struct pollfd){ch[i]->exit_fd, POLLIN, 0};
+    }
+    if (poll(p, 3 * n, poll_ms((const struct child *const *)ch, n, timeout_ms, now)) > 0) {
+        for (size_t i = 0; i < n; i++) {
+            read_stderr(ch[i], p[3 * i].revents);
+            write_stdin(ch[i], p[3 * i + 1].revents);
         }
-        if (obx_monotonic_ms() >= deadline_ms) {
-            kill_group(ch, status);
-            return -1;
-        }
-        pump_once(ch, body, len, &written);
     }
-    if (ch->exit_fd >= 0) { /* reaped: it would wake every round from now on */
-        close(ch->exit_fd);
-        ch->exit_fd = -1;
+    now = obx_monotonic_ms();
+    for (size_t i = 0; i < n; i++) {
+        advance(ch[i], now);
     }
-    /* Whatever it wrote to stderr just before exiting; a background grandchild may keep
-     * the pipe open, so only for a moment. */
-    for (long long until = obx_monotonic_ms() + 500;
-         ch->err_fd >= 0 && obx_monotonic_ms() < until;) {
-        pump_once(ch, body, len, &written);
-    }
-    return 0;
 }
 
 static outbox_handler_result
@@ -256,36 +307,152 @@ outcome(const struct child *ch, int status, outbox_error *err)
     return OUTBOX_HANDLER_FAIL;
 }
 
-outbox_handler_result
-obx_exec_handler(void *ctx, const outbox_delivery *d, outbox_error *err)
+/* How a child's run ended, for the consumer. */
+static outbox_handler_result
+result_of(const struct obx_exec_handler *h, const struct child *ch, outbox_error *err)
 {
-    const struct obx_exec_handler *h = ctx;
-    struct child ch = {.pid = -1, .in_fd = -1, .err_fd = -1, .exit_fd = -1};
-    int status = 0, ended;
-
-    if (spawn(h->command, d, &ch) != 0) {
-        obx_fail(err, OUTBOX_EREJECTED, "exec handler could not start /bin/sh: %s",
-                 strerror(errno));
+    if (ch->ended_by == -3) {
+        *err = ch->start_err;
         return OUTBOX_HANDLER_FAIL;
     }
-    ended = pump(&ch, d, obx_monotonic_ms() + h->timeout_ms, &status);
-    if (ch.in_fd >= 0) {
-        close(ch.in_fd);
-    }
-    if (ch.err_fd >= 0) {
-        close(ch.err_fd);
-    }
-    if (ch.exit_fd >= 0) {
-        close(ch.exit_fd);
-    }
-    if (ended == -2) {
+    if (ch->ended_by == -2) {
         obx_fail(err, OUTBOX_ECONFLICT, "exec handler stopped: its claim was lost");
         return OUTBOX_HANDLER_RETRY; /* the consumer records nothing and spends no attempt */
     }
-    if (ended == -1) {
+    if (ch->ended_by == -1) {
         obx_fail(err, OUTBOX_EREJECTED, "exec handler ran longer than %d ms: %s", h->timeout_ms,
-                 ch.tail);
+                 ch->tail);
         return OUTBOX_HANDLER_FAIL;
     }
-    return outcome(&ch, status, err);
+    return outcome(ch, ch->status, err);
+}
+
+/* Starts a child for `d`; one that could not start is ended at once, with the reason. */
+static struct child *
+start_child(const struct obx_exec_handler *h, unsigned long tag, const outbox_delivery *d)
+{
+    struct child *ch = calloc(1, sizeof(*ch));
+
+    if (ch == NULL) {
+        return NULL;
+    }
+    *ch = (struct child){.tag = tag,
+                         .d = d,
+                         .pid = -1,
+                         .in_fd = -1,
+                         .err_fd = -1,
+                         .exit_fd = -1,
+                         .deadline_ms = obx_monotonic_ms() + h->timeout_ms};
+    ch->body = outbox_delivery_envelope(d, &ch->len);
+    if (spawn(h->command, d, ch) != 0) {
+        obx_fail(&ch->start_err, OUTBOX_EREJECTED, "exec handler could not start /bin/sh: %s",
+                 strerror(errno));
+        ch->ended_by = -3;
+        ch->state = CHILD_ENDED;
+    }
+    return ch;
+}
+
+static void
+kind_start(void *ctx, unsigned long tag, const outbox_delivery *d)
+{
+    struct obx_exec_handler *h = ctx;
+    struct child *ch;
+
+    if (h->children == NULL) {
+        h->children = calloc(OBX_EXEC_MAX_CHILDREN, sizeof(*h->children));
+    }
+    ch = h->children != NULL && h->count < OBX_EXEC_MAX_CHILDREN ? start_child(h, tag, d) : NULL;
+    if (ch == NULL) {
+        /* Out of memory: the run is reported as stopped, so it comes back with nothing
+         * spent (the loop never starts more than the limit). */
+        h->lost_tag = tag;
+        h->lost = 1;
+        return;
+    }
+    h->children[h->count++] = ch;
+}
+
+static size_t
+kind_wait(void *ctx, int timeout_ms, struct obx_run_end *ends, size_t max)
+{
+    struct obx_exec_handler *h = ctx;
+    size_t n = 0;
+
+    if (h->lost && max > 0) {
+        ends[n++] = (struct obx_run_end){.tag = h->lost_tag, .result = OUTBOX_HANDLER_RETRY};
+        obx_fail(&ends[0].err, OUTBOX_ENOMEM, "exec handler: out of memory");
+        h->lost = 0;
+        return n;
+    }
+    if (h->count == 0) {
+        return 0;
+    }
+    pump_all(h->children, h->count, timeout_ms);
+    for (size_t i = 0; i < h->count && n < max;) {
+        struct child *ch = h->children[i];
+
+        if (ch->state != CHILD_ENDED) {
+            i++;
+            continue;
+        }
+        ends[n] = (struct obx_run_end){.tag = ch->tag};
+        ends[n].result = result_of(h, ch, &ends[n].err);
+        n++;
+        free(ch);
+        h->children[i] = h->children[--h->count];
+    }
+    return n;
+}
+
+static void
+kind_stop(void *ctx, unsigned long tag)
+{
+    struct obx_exec_handler *h = ctx;
+
+    for (size_t i = 0; i < h->count; i++) {
+        struct child *ch = h->children[i];
+
+        if (ch->tag == tag && ch->state == CHILD_RUNNING) {
+            kill_group(ch);
+            ch->ended_by = -2;
+            ch->state = CHILD_ENDED;
+            advance(ch, obx_monotonic_ms());
+        }
+    }
+}
+
+const struct obx_handler_ops obx_exec_kind = {
+    .kind = "exec", .start = kind_start, .wait = kind_wait, .stop = kind_stop};
+
+void
+obx_exec_handler_fini(struct obx_exec_handler *h)
+{
+    for (size_t i = 0; i < h->count; i++) {
+        kind_stop(h, h->children[i]->tag);
+        free(h->children[i]);
+    }
+    h->count = 0;
+    free(h->children);
+    h->children = NULL;
+}
+
+outbox_handler_result
+obx_exec_handler(void *ctx, const outbox_delivery *d, outbox_error *err)
+{
+    struct obx_exec_handler *h = ctx;
+    struct obx_run_end end = {0};
+
+    kind_start(h, 0, d);
+    while (kind_wait(h, 50, &end, 1) == 0) {
+        if (outbox_delivery_claim_lost(d)) {
+            kind_stop(h, 0);
+        }
+    }
+    if (h->count == 0) { /* a caller of this one never calls obx_exec_handler_fini */
+        free(h->children);
+        h->children = NULL;
+    }
+    *err = end.err;
+    return end.result;
 }

@@ -11,6 +11,7 @@
 #include "commands.h"
 #include "handler_spec.h"
 #include "handlers/exec_handler.h"
+#include "handlers/http_handler.h"
 #include "outboxd/service/daemon.h"
 #include "outboxd/service/metrics.h"
 #include "test_hooks.h"
@@ -27,6 +28,7 @@ enum {
 struct consume {
     struct obx_handler_spec specs[MAX_SPECS];
     struct obx_exec_handler execs[MAX_SPECS];
+    struct obx_http_handler *https[MAX_SPECS];
     int count;
     outbox_consumer *consumer;
     struct obx_worker_view view; /* what /metrics and /readyz read */
@@ -44,6 +46,9 @@ add_spec(struct consume *w, const char *text, long timeout_seconds)
     if (obx_handler_spec_parse(text, &w->specs[w->count], &err) != OUTBOX_OK) {
         fprintf(stderr, "outboxd consume: %s\n", err.message);
         return -1;
+    }
+    if (w->specs[w->count].timeout_seconds > 0) {
+        timeout_seconds = w->specs[w->count].timeout_seconds; /* its own timeout option */
     }
     w->execs[w->count] = (struct obx_exec_handler){.command = w->specs[w->count].body,
                                                    .timeout_ms = (int)timeout_seconds * 1000};
@@ -131,9 +136,10 @@ collect_specs(struct consume *w, int argc, char **argv, long timeout_seconds)
         return -1;
     }
     if (w->count == 0) {
-        fprintf(stderr, "outboxd consume: no handlers; declare them with --handler "
-                        "'NAME[@SUBJECT_FILTER]=sql:STATEMENT' or =exec:COMMAND, or in "
-                        "OUTBOX_HANDLER_1, OUTBOX_HANDLER_2, ...\n");
+        fprintf(stderr,
+                "outboxd consume: no handlers; declare them with --handler "
+                "'NAME[@SUBJECT_FILTER]=sql:STATEMENT' or =exec:COMMAND or =http:URL, or in "
+                "OUTBOX_HANDLER_1, OUTBOX_HANDLER_2, ...\n");
         return -1;
     }
     return 0;
@@ -150,12 +156,15 @@ collect_specs(struct consume *w, int argc, char **argv, long timeout_seconds)
 static int
 lease_covers_timeout(const struct consume *w, const struct obx_config *cfg)
 {
-    int has_exec = 0;
+    long long longest = 0;
 
     for (int i = 0; i < w->count; i++) {
-        has_exec |= w->specs[i].kind != OBX_SPEC_SQL;
+        long long t = w->specs[i].timeout_seconds > 0 ? w->specs[i].timeout_seconds
+                                                      : cfg->handler_timeout_seconds;
+
+        longest = w->specs[i].kind != OBX_SPEC_SQL && t > longest ? t : longest;
     }
-    if (!has_exec || cfg->ledger_lease_seconds >= cfg->handler_timeout_seconds ||
+    if (longest == 0 || cfg->ledger_lease_seconds >= longest ||
         cfg->ledger_lease_seconds >= MIN_RENEWED_LEASE_SECONDS) {
         return 1;
     }
@@ -167,21 +176,57 @@ lease_covers_timeout(const struct consume *w, const struct obx_config *cfg)
     return 0;
 }
 
+/* An http: handler's requests, from its spec and the consumer's settings. */
+static outbox_status
+add_http(struct consume *w, int i, const struct obx_config *cfg, outbox_error *err)
+{
+    const struct obx_handler_spec *s = &w->specs[i];
+    long long timeout = s->timeout_seconds > 0 ? s->timeout_seconds : cfg->handler_timeout_seconds;
+    struct obx_http_handler_config hc = {.name = s->name,
+                                         .url = s->body,
+                                         .timeout_ms = (int)(timeout * 1000),
+                                         .token_file = s->token_file,
+                                         .ca_file = s->ca_file,
+                                         .headers = (const char *const *)s->headers,
+                                         .header_count = s->header_count,
+                                         .structured = s->structured,
+                                         .ce_source = cfg->ce_source,
+                                         .backoff_base_ms = (int)cfg->backoff_base_ms,
+                                         .backoff_cap_ms = (int)cfg->backoff_cap_ms};
+    outbox_status st = obx_http_handler_new(&hc, &w->https[i], err);
+
+    if (st == OUTBOX_OK) {
+        st = obx_consumer_add_external(w->consumer, s->name, s->filter, &obx_http_kind, w->https[i],
+                                       (size_t)s->in_flight, err);
+    }
+    return st;
+}
+
+/* 0, 2 for a handler refused (its settings), or 1 for a runtime failure. */
 static int
-register_handlers(struct consume *w)
+register_handlers(struct consume *w, const struct obx_config *cfg)
 {
     for (int i = 0; i < w->count; i++) {
         struct obx_handler_spec *s = &w->specs[i];
         outbox_error err;
-        outbox_status st =
-            s->kind == OBX_SPEC_SQL
-                ? outbox_consumer_add_sql_handler(w->consumer, s->name, s->filter, s->body, &err)
-                : outbox_consumer_add_ext_handler(w->consumer, s->name, s->filter, obx_exec_handler,
-                                                  &w->execs[i], &err);
+        outbox_status st;
 
+        switch (s->kind) {
+        case OBX_SPEC_SQL:
+            st = outbox_consumer_add_sql_handler(w->consumer, s->name, s->filter, s->body, &err);
+            break;
+        case OBX_SPEC_EXEC:
+            st = obx_consumer_add_external(w->consumer, s->name, s->filter, &obx_exec_kind,
+                                           &w->execs[i], (size_t)s->in_flight, &err);
+            break;
+        case OBX_SPEC_HTTP:
+        default:
+            st = add_http(w, i, cfg, &err);
+            break;
+        }
         if (st != OUTBOX_OK) {
             fprintf(stderr, "outboxd consume: %s\n", err.message);
-            return -1;
+            return st == OUTBOX_EINVAL ? 2 : 1;
         }
     }
     return 0;
@@ -221,7 +266,8 @@ static const struct obx_metric_def consumer_counters[] = {
     {OUTBOX_CONSUMER_CLAIMS, "claims", "ledger claims made (an event for a handler)"},
     {OUTBOX_CONSUMER_CONFLICTS, "conflicts", "claims found held by another replica (deferred)"},
     {OUTBOX_CONSUMER_OUTAGE_RETRIES, "outage_retries",
-     "handler runs given back because the database failed under them (no attempt spent)"},
+     "handler runs given back because the database failed under them or an http: endpoint "
+     "was unreachable (no attempt spent)"},
     {OUTBOX_CONSUMER_CLAIMS_LOST, "claims_lost",
      "external handler runs stopped because their claim was lost (no attempt spent)"},
     {OUTBOX_CONSUMER_REFUSED, "refused",
@@ -297,7 +343,7 @@ obx_cmd_consume(const struct obx_config *cfg, int argc, char **argv)
         lease_covers_timeout(&w, cfg)) {
         if (consumer_new(cfg, &w.consumer, &err) != OUTBOX_OK) {
             fprintf(stderr, "outboxd consume: %s\n", err.message);
-        } else if (register_handlers(&w) == 0) {
+        } else if ((code = register_handlers(&w, cfg)) == 0) {
             obx_test_hooks_apply_consumer(w.consumer);
             w.view = (struct obx_worker_view){
                 .prefix = "consumer",
@@ -325,6 +371,8 @@ obx_cmd_consume(const struct obx_config *cfg, int argc, char **argv)
     if (!obx_daemon_abandoned()) { /* an abandoned worker thread may still run */
         outbox_consumer_free(w.consumer);
         for (int i = 0; i < w.count; i++) {
+            obx_exec_handler_fini(&w.execs[i]);
+            obx_http_handler_free(w.https[i]);
             obx_handler_spec_fini(&w.specs[i]);
         }
     }

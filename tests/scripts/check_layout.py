@@ -33,6 +33,7 @@ EXTERNAL = {  # header -> the name the table uses
     'jansson.h': 'jansson',
     'uuid/uuid.h': 'libuuid',
     'microhttpd.h': 'libmicrohttpd',
+    'curl/curl.h': 'libcurl',
 }
 # Folders of the two libraries, and of what only the programs use.
 SHARED = {'common', 'envelope', 'config'}

@@ -4,8 +4,10 @@
  * a SQL handler (in the ledger transaction) with 1, 2 and 4 replicas on
  * JetStream and on the DB backend, against the raw JetStream pull
  * fetch+ack rate of the same messages measured in the same run; an
- * `exec:true` handler against spawning `true` bare in a loop; then
- * publish-to-handled latency at a fixed moderate rate.
+ * `exec:true` handler against spawning `true` bare in a loop; an `http:`
+ * handler against the same POSTs sent raw through libcurl to the same
+ * local endpoint; then publish-to-handled latency at a fixed moderate
+ * rate.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -15,6 +17,7 @@
 #include "audit/stream_audit.h"
 #include "bench/bench.h"
 #include "handlers/exec_handler.h"
+#include "handlers/http_handler.h"
 
 #include "common/banned.h" /* last: poisons unsafe functions */
 
@@ -24,6 +27,7 @@ struct consume_case {
     int batch; /* fetch / lease size, at most 1000 */
     const char *stream, *prefix;
     const struct obx_bench_handler *handler; /* NULL: the SQL handler */
+    const char *label;                       /* the handler, for the output; NULL: "sql" */
     long long events;
     double seconds;     /* filled: first fetch to last handled */
     long long finished; /* filled: events handled */
@@ -83,7 +87,7 @@ publish_all(const struct obx_bench_env *env, PGconn *conn, struct consume_case *
 static void
 emit(const struct consume_case *c, const char *name, double rate, double raw, long long dups)
 {
-    const char *handler = c->handler != NULL ? "exec:true" : "sql";
+    const char *handler = c->label != NULL ? c->label : "sql";
     json_t *line =
         json_pack("{s:s, s:s, s:i, s:i, s:I, s:f, s:f, s:s, s:I, s:b}", "bench", "consume", "case",
                   name, "replicas", c->replicas, "batch", c->batch, "events", (json_int_t)c->events,
@@ -131,20 +135,22 @@ jetstream_cases(const struct obx_bench_env *env, PGconn *conn)
 }
 
 /*
- * A declared `exec:true` handler, one replica, against the same command
- * spawned and waited for in a loop with no pgoutbox: what the handler adds
- * to a process start. Fewer events than the SQL cases: each is a fork.
+ * A declared `exec:true` handler (8 children in flight, its default), one
+ * replica, against the same command spawned and waited for in a loop with
+ * no pgoutbox: what the handler adds to a process start. Fewer events
+ * than the SQL cases: each is a fork.
  */
 static void
 exec_case(const struct obx_bench_env *env, PGconn *conn)
 {
     struct obx_exec_handler command = {.command = "true", .timeout_ms = 30000};
-    struct obx_bench_handler exec = {.ext = obx_exec_handler, .ctx = &command};
+    struct obx_bench_handler exec = {.ops = &obx_exec_kind, .in_flight = 8, .ctx = &command};
     struct consume_case c = {.bus = OUTBOX_BUS_JETSTREAM,
                              .replicas = 1,
                              .stream = "BENCH_CONSUME_EXEC",
                              .prefix = "benchexec",
                              .handler = &exec,
+                             .label = "exec:true",
                              .batch = env->batch > 1000 ? 1000 : env->batch,
                              .events = env->events < 3000 ? env->events : 3000};
     double bare = obx_bench_spawn_rate(command.command, (int)c.events), rate;
@@ -155,6 +161,66 @@ exec_case(const struct obx_bench_env *env, PGconn *conn)
     publish_all(env, conn, &c);
     rate = run_consumers(env, &c);
     emit(&c, "consume_exec", rate, bare, -1);
+    obx_exec_handler_fini(&command);
+    obx_bench_stream_delete(env->nats_url, c.stream);
+}
+
+/* An envelope-sized body for the raw POSTs, about what the http: handler sends. */
+static const char sample_envelope[] =
+    "{\"id\":\"0190a3b2-1c2d-7e3f-8a9b-0c1d2e3f4a5b\",\"event_type\":\"review.logged\","
+    "\"aggregate_type\":\"movie\",\"aggregate_id\":\"0190a3b2-1c2d-7e3f-8a9b-0c1d2e3f4a5c\","
+    "\"occurred_at\":\"2026-11-29T09:41:56.123Z\",\"schema_version\":1,"
+    "\"payload\":{\"n\":1,\"fill\":\"\"}}";
+
+/*
+ * A declared `http:` handler (8 requests in flight, its default), one
+ * replica, POSTing to a local endpoint that answers 204, against the same
+ * number of POSTs in flight through libcurl with no pgoutbox
+ * (raw_http_post), to the same endpoint.
+ */
+static void
+http_case(const struct obx_bench_env *env, PGconn *conn)
+{
+    struct obx_http_handler *hh = NULL;
+    struct obx_bench_sink *sink;
+    struct consume_case c = {.bus = OUTBOX_BUS_JETSTREAM,
+                             .replicas = 1,
+                             .stream = "BENCH_CONSUME_HTTP",
+                             .prefix = "benchhttp",
+                             .label = "http",
+                             .batch = env->batch > 1000 ? 1000 : env->batch,
+                             .events = env->events < 20000 ? env->events : 20000};
+    struct obx_bench_handler http = {.ops = &obx_http_kind, .in_flight = 8};
+    outbox_error err;
+    double raw, rate;
+    char url[64];
+    int port = 0;
+
+    sink = obx_bench_sink_start(&port);
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d/events", port);
+    if (sink == NULL ||
+        obx_http_handler_new(&(struct obx_http_handler_config){.name = "bench_ext",
+                                                               .url = url,
+                                                               .timeout_ms = 30000,
+                                                               .ce_source = "pgoutbox",
+                                                               .backoff_base_ms = 200,
+                                                               .backoff_cap_ms = 2000},
+                             &hh, &err) != OUTBOX_OK) {
+        fprintf(stderr, "outbox-bench: the http case cannot start: %s\n",
+                sink == NULL ? "no local endpoint" : err.message);
+        exit(1);
+    }
+    http.ctx = hh;
+    c.handler = &http;
+    raw = obx_bench_raw_http_post(port, sample_envelope, (int)c.events, 8);
+    obx_bench_emit(json_pack("{s:s, s:s, s:f, s:I, s:i}", "bench", "consume", "case",
+                             "raw_http_post", "events_per_s", raw, "events", (json_int_t)c.events,
+                             "in_flight", 8));
+    publish_all(env, conn, &c);
+    rate = run_consumers(env, &c);
+    emit(&c, "consume_http", rate, raw, -1);
+    obx_http_handler_free(hh);
+    obx_bench_sink_stop(sink);
     obx_bench_stream_delete(env->nats_url, c.stream);
 }
 
@@ -186,13 +252,20 @@ obx_bench_consume(const struct obx_bench_env *env)
     double p50, p99;
     long long samples;
 
-    if (env->only_case != NULL && strcmp(env->only_case, "exec") == 0) {
-        exec_case(env, conn); /* --case exec: the exec case alone */
+    if (env->only_case != NULL &&
+        (strcmp(env->only_case, "exec") == 0 || strcmp(env->only_case, "http") == 0)) {
+        /* --case exec / http: that case alone (with its baseline) */
+        if (strcmp(env->only_case, "exec") == 0) {
+            exec_case(env, conn);
+        } else {
+            http_case(env, conn);
+        }
         obx_bench_close(conn);
         return 0;
     }
     jetstream_cases(env, conn);
     exec_case(env, conn);
+    http_case(env, conn);
     db_cases(env, conn);
     obx_bench_effects_reset(conn);
     if (obx_bench_consume_latency(env, conn, 1000, env->seconds * 3, &p50, &p99, &samples) == 0) {

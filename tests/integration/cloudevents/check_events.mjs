@@ -5,6 +5,7 @@
 //   node check_events.mjs INPUT.json
 //
 // INPUT: {"source": the relay's OUTBOX_CE_SOURCE,
+//         "binding": "http" for an http: handler's requests (else the stream's messages),
 //         "rows": [{"id", "type", "subject", "occurred_at", "traceparent"|null,
 //                   "sequence": aggregate_seq as text|null,
 //                   "envelope": the row's envelope as JSON text}],
@@ -15,6 +16,9 @@
 // SDK's HTTP binary mode reads, so HTTP.toEvent parses a NATS message given
 // its headers as they are (the SDK lowercases names). Prints one JSON line:
 // {"sdk": version, "checked": n, "failures": [...]}; exits 1 on a failure.
+// An http: handler's requests (binding "http") are read the same way; they
+// carry Idempotency-Key where the messages carry Nats-Msg-Id, and no
+// Outbox-Aggregate-Seq.
 import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { isDeepStrictEqual } from "node:util";
@@ -26,6 +30,7 @@ const input = JSON.parse(readFileSync(process.argv[2], "utf8"));
 const failures = [];
 const rows = new Map(input.rows.map((r) => [r.id, r]));
 const seen = new Set();
+const http = input.binding === "http";
 
 function fail(id, what) {
   failures.push(`${id}: ${what}`);
@@ -75,7 +80,11 @@ function check(message) {
   }
   expectEqual(id, "specversion", event.specversion, "1.0");
   expectEqual(id, "id", event.id, row.id);
-  expectEqual(id, "Nats-Msg-Id", headers["Nats-Msg-Id"], row.id);
+  if (http) {
+    expectEqual(id, "Idempotency-Key", headers["Idempotency-Key"], row.id);
+  } else {
+    expectEqual(id, "Nats-Msg-Id", headers["Nats-Msg-Id"], row.id);
+  }
   expectEqual(id, "source", event.source, input.source);
   expectEqual(id, "type", event.type, row.type);
   expectEqual(id, "subject", event.subject, row.subject);
@@ -90,8 +99,10 @@ function check(message) {
   // The sequence extension is the row's aggregate_seq (an ordered schema's event),
   // and absent, not invented, for an unordered one; so is pgoutbox's own header.
   expectEqual(id, "sequence", event.sequence, row.sequence ?? undefined);
-  expectEqual(id, "Outbox-Aggregate-Seq header", headers["Outbox-Aggregate-Seq"],
-    row.sequence ?? undefined);
+  if (!http) {
+    expectEqual(id, "Outbox-Aggregate-Seq header", headers["Outbox-Aggregate-Seq"],
+      row.sequence ?? undefined);
+  }
   expectEqual(id, "data", event.data, JSON.parse(row.envelope));
   // Readers of either header find the content type: the binding's
   // ce-datacontenttype alone, and Content-Type alone.

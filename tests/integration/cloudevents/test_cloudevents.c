@@ -13,6 +13,8 @@
  * for the events written after ordering was switched on, absent before) and
  * data are compared with the row's. Installed and run by
  * run_check.sh; Node.js and npm come from scripts/install-deps stacks.
+ * The same events POSTed by an `outboxd consume` http: handler to a local
+ * endpoint are checked the same way, as HTTP requests.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,7 +26,9 @@
 #include <jansson.h>
 #include <nats/nats.h>
 
+#include "consume_test.h"
 #include "harness.h"
+#include "http_endpoint.h"
 #include "outbox/outbox.h"
 #include "relay_check.h"
 #include "relay_test.h"
@@ -293,4 +297,77 @@ Test(cloudevents, every_message_of_the_stream_is_a_cloudevent_the_sdk_validates_
     json_decref(verdict);
     json_decref(input);
     relay_env_fini(&env);
+}
+
+/* The endpoint's requests as check_events.mjs reads them ("messages"). */
+static json_t *
+requests_json(struct http_endpoint *ep)
+{
+    json_t *messages = json_array();
+
+    for (size_t i = 0; i < http_endpoint_count(ep); i++) {
+        char *headers = http_endpoint_headers(ep, i), *body = http_endpoint_body(ep, i), *save;
+        json_t *h = json_object();
+
+        cr_assert(headers != NULL && body != NULL, "request %zu was not kept", i);
+        for (char *line = strtok_r(headers, "\n", &save); line != NULL;
+             line = strtok_r(NULL, "\n", &save)) {
+            char *colon = strstr(line, ": ");
+
+            if (colon != NULL) {
+                *colon = '\0';
+                json_object_set_new(h, line, json_string(colon + 2));
+            }
+        }
+        json_array_append_new(messages, json_pack("{s:o, s:s}", "headers", h, "body", body));
+        free(headers);
+        free(body);
+    }
+    return messages;
+}
+
+Test(cloudevents, every_request_of_an_http_handler_is_a_cloudevent_the_sdk_validates_as_its_row)
+{
+    struct http_endpoint *ep = http_endpoint_start(0, NULL, NULL);
+    struct harness_proc consumer;
+    struct relay_env env;
+    json_t *input, *verdict, *failures, *failure;
+    char spec[200];
+    const char *const handlers[] = {spec, NULL};
+    long long events;
+    size_t i;
+
+    cr_assert_not_null(ep);
+    write_with_the_c_writer();
+    harness_exec(conn, "SELECT outbox.set_ordering(true)");
+    write_with_the_sql_writers();
+    events = harness_scalar_ll(conn, "SELECT count(*) FROM committed");
+    snprintf(spec, sizeof(spec), "hook=http:http://127.0.0.1:%d/events", http_endpoint_port(ep));
+    consume_test_env(&env, "db", "cehttp", "cehttp", "cehttp");
+    relay_env_set(&env, "OUTBOX_CE_SOURCE", CE_SOURCE);
+    consume_test_start(&consumer, &env, "cloudevents-http-1", handlers);
+    HARNESS_WAIT_UNTIL(harness_scalar_ll(conn,
+                                         "SELECT count(*) FROM outbox.processed_events "
+                                         "WHERE handler = 'hook' AND status = 'done'") == events,
+                       30000);
+    consume_test_stop(&consumer, 10000);
+    cr_assert_eq(http_endpoint_count(ep), (size_t)events);
+
+    input = json_pack("{s:s, s:s, s:o, s:o}", "source", CE_SOURCE, "binding", "http", "rows",
+                      rows_json(), "messages", requests_json(ep));
+    cr_assert_not_null(input);
+    verdict = check_with_the_sdk(input);
+    failures = json_object_get(verdict, "failures");
+    json_array_foreach(failures, i, failure)
+    {
+        cr_log_error("%s", json_string_value(failure));
+    }
+    cr_expect_eq(json_array_size(failures), 0, "the SDK found %zu problems",
+                 json_array_size(failures));
+    cr_expect_eq(json_integer_value(json_object_get(verdict, "checked")), events,
+                 "the SDK checked every request");
+    json_decref(verdict);
+    json_decref(input);
+    relay_env_fini(&env);
+    http_endpoint_stop(ep);
 }

@@ -392,21 +392,46 @@ Test(consume_failures, a_claim_held_by_another_ledger_spends_no_attempt_on_the_d
 /* ---- FAULTS.md T08 ---------------------------------------------------------------------- */
 
 /*
+ * Done marks refused in a consumer's log: a line per event
+ * ("claim lost before done event_id=..."), or one for a round of marks
+ * that says how many ("claim lost before done handler=... lost=N").
+ */
+static long long
+refused_marks(const char *log)
+{
+    long long n = 0;
+
+    for (const char *at = strstr(log, "claim lost before done"); at != NULL;
+         at = strstr(at + 1, "claim lost before done")) {
+        const char *eol = strchr(at, '\n'), *count = strstr(at, " lost=");
+
+        n += count != NULL && (eol == NULL || count < eol) ? strtoll(count + 6, NULL, 10) : 1;
+    }
+    return n;
+}
+
+/* The first run anywhere blocks until the test says go; every run is counted. */
+#define FROZEN_HOOK                                                                      \
+    ":echo \"$OUTBOX_EVENT_ID $OUTBOX_NAME\" >> \"$CONSUME_DIR/runs\"; "                 \
+    "if mkdir \"$CONSUME_DIR/first\" 2>/dev/null; then touch \"$CONSUME_DIR/started\"; " \
+    "while [ ! -e \"$CONSUME_DIR/go\" ]; do sleep 0.05; done; fi"
+
+/*
  * W1 freezes (SIGSTOP) inside its exec: handler, holding claims for a
  * batch; their 2 s lease runs out and W2 takes every event over and
  * finishes. W1 resumes, its handler returns, and it must change no ledger
  * row: every done row was completed by the owner that last claimed it.
+ * `one_at_a_time`: the handler runs one child at a time (in_flight=1);
+ * else up to its default of 8, and every run W1 had going when it froze
+ * runs twice.
  */
 static void
-frozen_worker_changes_no_ledger_row(const char *bus)
+frozen_worker_changes_no_ledger_row(const char *bus, int one_at_a_time)
 {
     enum { EVENTS = 10 };
     const char *const handlers[] = {
         CONSUME_EFFECT("audit"),
-        /* The first run anywhere blocks until the test says go; every run is counted. */
-        "hook=exec:echo \"$OUTBOX_EVENT_ID $OUTBOX_NAME\" >> \"$CONSUME_DIR/runs\"; "
-        "if mkdir \"$CONSUME_DIR/first\" 2>/dev/null; then touch \"$CONSUME_DIR/started\"; "
-        "while [ ! -e \"$CONSUME_DIR/go\" ]; do sleep 0.05; done; fi",
+        one_at_a_time ? "hook=exec[in_flight=1]" FROZEN_HOOK : "hook=exec" FROZEN_HOOK,
         NULL,
     };
     struct harness_proc w1, w2;
@@ -465,27 +490,48 @@ frozen_worker_changes_no_ledger_row(const char *bus)
     /* External effects: once per event, plus the runs of the frozen worker. */
     external_dups = consume_test_lines(dir, "runs", "") - EVENTS;
     log = harness_proc_log(&w1);
-    lost = (long long)text_count(log, "claim lost before done");
+    lost =
+        one_at_a_time ? (long long)text_count(log, "claim lost before done") : refused_marks(log);
     free(log);
     cr_log_info("%s: the frozen worker held %lld claim(s); external duplicates %lld, "
                 "its done marks refused %lld",
                 bus, held, external_dups, lost);
-    /* Only the run in flight when it froze: the rest of its batch was done by then. */
-    cr_assert_eq(external_dups, 1, "the resumed worker ran handlers of events done elsewhere");
-    cr_assert_eq(lost, 1, "the in-flight run's done mark must have been refused");
+    if (one_at_a_time) {
+        /* Only the run in flight when it froze: the rest of its batch was done by then. */
+        cr_assert_eq(external_dups, 1, "the resumed worker ran handlers of events done elsewhere");
+        cr_assert_eq(lost, 1, "the in-flight run's done mark must have been refused");
+    } else {
+        /* Only the runs in flight when it froze (the claims it held): the others were done. */
+        cr_assert_eq(external_dups, held,
+                     "the resumed worker ran handlers of events done elsewhere (%lld runs twice, "
+                     "%lld claims held)",
+                     external_dups, held);
+        cr_assert_eq(lost, held, "the in-flight runs' done marks must have been refused");
+    }
     consume_group_fini(&g);
 }
 
 Test(consume_failures,
      a_frozen_exec_worker_whose_claim_was_taken_over_changes_no_ledger_row_on_jetstream)
 {
-    frozen_worker_changes_no_ledger_row("jetstream");
+    frozen_worker_changes_no_ledger_row("jetstream", 1);
 }
 
 Test(consume_failures,
      a_frozen_exec_worker_whose_claim_was_taken_over_changes_no_ledger_row_on_the_db_backend)
 {
-    frozen_worker_changes_no_ledger_row("db");
+    frozen_worker_changes_no_ledger_row("db", 1);
+}
+
+Test(consume_failures, a_frozen_exec_worker_with_runs_in_flight_changes_no_ledger_row_on_jetstream)
+{
+    frozen_worker_changes_no_ledger_row("jetstream", 0);
+}
+
+Test(consume_failures,
+     a_frozen_exec_worker_with_runs_in_flight_changes_no_ledger_row_on_the_db_backend)
+{
+    frozen_worker_changes_no_ledger_row("db", 0);
 }
 
 /*

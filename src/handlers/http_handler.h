@@ -1,0 +1,46 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * http_handler.h - the http: handlers outboxd hosts from declarations
+ * (outboxd/handler_spec.h): each event POSTed to a URL as a CloudEvent,
+ * many requests in flight through libcurl's multi interface
+ * (http_handler.c). The status-code contract is in docs/consumers.md.
+ */
+#ifndef OBX_HTTP_HANDLER_H
+#define OBX_HTTP_HANDLER_H
+
+#include <stddef.h>
+
+#include "consume/handler.h"
+#include "outbox/outbox.h"
+
+/* What an http handler POSTs to and how; all borrowed for the call to obx_http_handler_new. */
+struct obx_http_handler_config {
+    const char *name;           /* the handler's, for the log */
+    const char *url;            /* http:// or https:// */
+    int timeout_ms;             /* a whole request; past it the run fails (an attempt) */
+    const char *token_file;     /* first line: the bearer token; NULL: no Authorization */
+    const char *ca_file;        /* https: the CA bundle; NULL: the system's */
+    const char *const *headers; /* "Name: value" each, sent with every request */
+    size_t header_count;
+    int structured;        /* CloudEvents structured mode; else binary */
+    const char *ce_source; /* the CloudEvents source (OUTBOX_CE_SOURCE) */
+    int backoff_base_ms;   /* an outage's pause: the consumer's backoff */
+    int backoff_cap_ms;
+};
+
+struct obx_http_handler;
+
+/*
+ * Reads the token file (its content is never shown) and prepares the
+ * requests. OUTBOX_EINVAL names what is wrong.
+ */
+outbox_status obx_http_handler_new(const struct obx_http_handler_config *cfg,
+                                   struct obx_http_handler **out, outbox_error *err);
+
+/* Ends every request still in flight. NULL is fine. */
+void obx_http_handler_free(struct obx_http_handler *h);
+
+/* The http kind, for obx_consumer_add_external: ctx is a struct obx_http_handler. */
+extern const struct obx_handler_ops obx_http_kind;
+
+#endif
