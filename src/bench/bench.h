@@ -247,7 +247,11 @@ int obx_bench_relay(const struct obx_bench_env *env);
  */
 int obx_bench_fleet(const struct obx_bench_env *env);
 
-/* Runs relays on the preloaded outbox until every row is finished; returns events/s. */
+/* The relays' max_in_flight in the rate cases, and the raw baseline's publish window. */
+enum { OBX_BENCH_RELAY_WINDOW = 1024 };
+
+/* Runs relays on the preloaded outbox until every row is finished; returns events/s
+ * (relay_case.c). */
 double obx_bench_relay_case(const struct obx_bench_env *env, struct obx_bench_relay_case *c);
 
 /* Two relays on an unordered, a many-aggregate and a one-aggregate ordered load

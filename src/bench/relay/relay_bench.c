@@ -24,49 +24,6 @@
 
 #include "common/banned.h" /* last: poisons unsafe functions */
 
-enum { WINDOW = 1024 };
-
-static void
-relay_progress(struct obx_bench_workers *ws, long long *started, long long *done)
-{
-    *started = (long long)obx_bench_total(ws, OBX_BENCH_RELAYS, OUTBOX_RELAY_LEASED);
-    *done = (long long)(obx_bench_total(ws, OBX_BENCH_RELAYS, OUTBOX_RELAY_PUBLISHED) +
-                        obx_bench_total(ws, OBX_BENCH_RELAYS, OUTBOX_RELAY_DEAD) +
-                        obx_bench_total(ws, OBX_BENCH_RELAYS, OUTBOX_RELAY_INVALID));
-}
-
-/*
- * Runs one case on a preloaded outbox: the clock starts when the first row
- * is leased and stops when every row is finished (or the limit runs out:
- * then the rate is of what was finished, and `complete` says so).
- * PostgreSQL's CPU is counted from the relays' start to that last finish.
- */
-double
-obx_bench_relay_case(const struct obx_bench_env *env, struct obx_bench_relay_case *c)
-{
-    struct obx_bench_workers ws = {.two_writes = c->two_writes};
-    outbox_config *cfg = obx_bench_config(env, OUTBOX_CONFIG_RELAY);
-    struct obx_bench_pg_cpu cpu;
-    struct obx_bench_run run;
-
-    obx_bench_set(cfg, "stream", c->stream);
-    obx_bench_set(cfg, "subject_prefix", c->prefix);
-    obx_bench_set(cfg, "relay_mode", c->prune ? "prune" : "mark");
-    obx_bench_set_int(cfg, "batch_size", c->batch);
-    obx_bench_set_int(cfg, "max_in_flight", WINDOW);
-    obx_bench_pg_cpu_start(&cpu, c->pg_postmaster);
-    obx_bench_relays_start(&ws, cfg, c->replicas);
-    outbox_config_free(cfg);
-    run = obx_bench_run_until(&ws, c->events, relay_progress);
-    c->pg_cpu_us = obx_bench_pg_cpu_us_per_event(&cpu, run.done);
-    c->seconds = run.seconds;
-    c->finished = run.done;
-    c->complete = run.complete;
-    c->duplicates = (long long)obx_bench_total(&ws, OBX_BENCH_RELAYS, OUTBOX_RELAY_DUPLICATES);
-    obx_bench_workers_stop(&ws);
-    return run.seconds > 0 ? (double)run.done / run.seconds : 0;
-}
-
 static double
 raw_rate(const struct obx_bench_env *env, long long events, size_t body_bytes)
 {
@@ -75,7 +32,7 @@ raw_rate(const struct obx_bench_env *env, long long events, size_t body_bytes)
 
     if (obx_bench_stream_create(env->nats_url, "BENCH_RAW", "benchraw") != 0 ||
         obx_raw_publish_rate(env->nats_url, "BENCH_RAW", "benchraw", (size_t)events, body_bytes,
-                             WINDOW, &rate, &err) != OUTBOX_OK) {
+                             OBX_BENCH_RELAY_WINDOW, &rate, &err) != OUTBOX_OK) {
         fprintf(stderr, "outbox-bench: raw publish failed: %s\n", err.message);
         exit(1);
     }
@@ -107,8 +64,8 @@ changed_settings(int batch, int prune)
     if (batch != defaults->values.batch_size) {
         json_object_set_new(changed, "batch_size", json_integer(batch));
     }
-    if (WINDOW != defaults->values.max_in_flight) {
-        json_object_set_new(changed, "max_in_flight", json_integer(WINDOW));
+    if (OBX_BENCH_RELAY_WINDOW != defaults->values.max_in_flight) {
+        json_object_set_new(changed, "max_in_flight", json_integer(OBX_BENCH_RELAY_WINDOW));
     }
     if (prune) {
         json_object_set_new(changed, "relay_mode", json_string("prune"));
@@ -229,7 +186,8 @@ rate_cases(const struct obx_bench_env *env, PGconn *conn)
     obx_bench_emit(json_pack("{s:s, s:s, s:f, s:f, s:f, s:I, s:I, s:i, s:f}", "bench", "relay",
                              "case", "raw_publish", "events_per_s", raw, "before", raw_before,
                              "after", raw_after, "events", (json_int_t)env->events, "body_bytes",
-                             (json_int_t)body, "window", WINDOW, "best_relay_ratio", best / raw));
+                             (json_int_t)body, "window", OBX_BENCH_RELAY_WINDOW, "best_relay_ratio",
+                             best / raw));
 }
 
 static int
