@@ -14,6 +14,15 @@
 -- them from parking, it is not the guarantee (a failed publish in the
 -- middle of a run is retried after the numbers behind it went out).
 
+-- The rows waiting for their head, by aggregate and number: a publish wakes
+-- the ones after it through this index, which is empty when nothing waits,
+-- so a batch of an ordered schema whose rows never waited pays one page
+-- read for its wake-up, not a lookup per aggregate. The mark finish does
+-- not change last_error, so it stays HOT.
+CREATE INDEX events_waiting_for_head_idx
+    ON /*schema*/events (aggregate_type, aggregate_id, aggregate_seq)
+    WHERE last_error = 'waiting_for_head';
+
 -- True when an aggregate's run starting at `seq` must wait: its
 -- predecessor is in the table, not published and not skipped. One lookup
 -- of events_aggregate_seq_idx (0015); a numbered row's predecessor was

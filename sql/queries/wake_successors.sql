@@ -22,3 +22,5 @@ UPDATE /*schema*/events AS w
    AND w.aggregate_seq > d.aggregate_seq AND w.aggregate_seq <= d.aggregate_seq + $4::bigint
    AND w.status = 'pending' AND w.last_error = 'waiting_for_head'
    AND w.next_attempt_at > now()
+   -- Nothing waits, the usual case: one read of the empty index, no lookups.
+   AND EXISTS (SELECT 1 FROM /*schema*/events AS x WHERE x.last_error = 'waiting_for_head')
