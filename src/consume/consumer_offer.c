@@ -49,6 +49,27 @@ struct offer {
     long only_msg;                  /* a second chance: this batch message only; else -1 */
 };
 
+/*
+ * The event's aggregate_seq if `h` is given every event of its aggregate
+ * type (no filter, or one that covers {prefix}.{aggregate_type}.>); else 0,
+ * unordered: a handler of some event types only is never given the numbers
+ * between, so it could not wait for them.
+ */
+static long long
+ordered_for(const struct obx_handler *h, const struct obx_feed_msg *m,
+            const struct obx_envelope_head *head)
+{
+    size_t route = strlen(head->event_type) + 1, len = m->subject ? strlen(m->subject) : 0;
+
+    if (head->aggregate_seq <= 0 || h->filter == NULL) {
+        return head->aggregate_seq;
+    }
+    /* The message check made the subject {prefix}.{aggregate_type}.{event_type}. */
+    return len > route && obx_subject_filter_covers(h->filter, m->subject, len - route)
+               ? head->aggregate_seq
+               : 0;
+}
+
 static int
 offer_init(struct offer *o)
 {
@@ -79,7 +100,7 @@ offer_init(struct offer *o)
             .event_id = o->verdicts[i].event_id,
             .envelope = m->envelope,
             /* Ordered: the ledger checks the aggregate's order, and may park it to run later. */
-            .aggregate_seq = o->verdicts[i].env.head.aggregate_seq,
+            .aggregate_seq = ordered_for(o->h, m, &o->verdicts[i].env.head),
             .aggregate_type = o->verdicts[i].env.head.aggregate_type,
             .aggregate_id = o->verdicts[i].env.head.aggregate_id,
             .message_id = m->event_id,

@@ -110,15 +110,82 @@ wait_registered(const char *handler)
                        30000);
 }
 
+/* An exec: handler (external: claim, run, done) that appends each envelope it runs as a line. */
+static const char *const sql_and_exec[] = {
+    CONSUME_EFFECT("audit"),
+    "ext=exec:cat >> \"$CONSUME_DIR/ext.log\"; echo >> \"$CONSUME_DIR/ext.log\"", NULL};
+
+/* Where the value of `key` starts in one line of JSON (past its quote, for a string); or NULL. */
+static const char *
+json_value(const char *line, const char *key)
+{
+    char quoted[64];
+    const char *p;
+
+    snprintf(quoted, sizeof(quoted), "\"%s\"", key);
+    p = strstr(line, quoted);
+    if (p == NULL) {
+        return NULL;
+    }
+    p += strlen(quoted);
+    p += strspn(p, " :");
+    return *p == '"' ? p + 1 : p;
+}
+
+/*
+ * The exec: handler's runs, read back: how many ordered envelopes it ran,
+ * and how many came other than right after their aggregate's previous one.
+ */
+static void
+ext_runs(long long *ordered, long long *out_of_seq)
+{
+    enum { MAX_AGGS = 64 };
+    char path[128], line[4096], ids[MAX_AGGS][37];
+    long long last[MAX_AGGS];
+    size_t aggs = 0;
+    FILE *f;
+
+    *ordered = *out_of_seq = 0;
+    snprintf(path, sizeof(path), "%s/ext.log", dir);
+    f = fopen(path, "r");
+    if (f == NULL) {
+        return;
+    }
+    while (fgets(line, sizeof(line), f) != NULL) {
+        const char *id = json_value(line, "aggregate_id"), *seq = json_value(line, "aggregate_seq");
+        size_t k = 0;
+
+        if (id == NULL || seq == NULL) {
+            continue;
+        }
+        while (k < aggs && strncmp(ids[k], id, 36) != 0) {
+            k++;
+        }
+        if (k == aggs && aggs < MAX_AGGS) {
+            snprintf(ids[aggs], sizeof(ids[aggs]), "%.36s", id);
+            last[aggs++] = 0;
+        }
+        if (k < aggs) {
+            long long n = strtoll(seq, NULL, 10);
+
+            *out_of_seq += n != last[k] + 1;
+            last[k] = n;
+        }
+        (*ordered)++;
+    }
+    fclose(f);
+}
+
 static void
 early_events_park_then_run_in_order(const char *bus, const char *tag)
 {
     enum { AGGS = 5, PER = 8, UNORDERED = 20 };
     struct consume_group g;
     struct harness_proc p;
+    long long ext_ordered = 0, ext_out_of_seq = 0;
 
-    consume_group_init(&g, bus, tag, NULL);
-    consume_test_start(&p, &g.env, "order-1", one_effect);
+    consume_group_init(&g, bus, tag, dir);
+    consume_test_start(&p, &g.env, "order-1", sql_and_exec);
     wait_registered("audit");
     enqueue_ordered(AGGS, PER, 1, 4000);
     /* Unordered events beside them: no aggregate, no number, no park. */
@@ -126,12 +193,14 @@ early_events_park_then_run_in_order(const char *bus, const char *tag)
                        "'00000000-0000-0000-0000-000000000000', 'noted', '{}') "
                        "FROM generate_series(1, 20)");
     /* Everything but each aggregate's first is delivered first, and parked. */
-    HARNESS_WAIT_UNTIL(parks() >= AGGS * (PER - 1), 30000);
+    HARNESS_WAIT_UNTIL(parks() >= 2 * AGGS * (PER - 1), 30000);
     cr_assert_eq(harness_scalar_ll(conn, "SELECT count(*) FROM public.effects e JOIN "
                                          "outbox.events v ON v.id = e.event_id "
                                          "WHERE v.aggregate_seq IS NOT NULL"),
                  0, "no event ran before its aggregate's first");
-    HARNESS_WAIT_UNTIL(consume_test_handled(conn, "audit") == AGGS * PER + UNORDERED, 60000);
+    HARNESS_WAIT_UNTIL(consume_test_handled(conn, "audit") == AGGS * PER + UNORDERED &&
+                           (ext_runs(&ext_ordered, &ext_out_of_seq), ext_ordered == AGGS * PER),
+                       60000);
     if (g.jetstream) {
         HARNESS_WAIT_UNTIL(consume_test_nats_drained(g.stream, g.consumer), 30000);
     } else {
@@ -140,6 +209,10 @@ early_events_park_then_run_in_order(const char *bus, const char *tag)
     consume_test_assert_running(&p, "the consumer");
     consume_test_stop(&p, 10000);
     cr_assert_eq(out_of_order("audit"), 0, "effects out of sequence order");
+    ext_runs(&ext_ordered, &ext_out_of_seq);
+    cr_assert_eq(ext_out_of_seq, 0, "the exec: handler ran %lld events out of sequence order",
+                 ext_out_of_seq);
+    cr_assert_eq(ext_ordered, AGGS * PER, "the exec: handler ran each ordered event once");
     cr_assert_eq(harness_scalar_ll(conn, "SELECT count(*) FROM outbox.parked_events"), 0,
                  "every parked event ran and went");
     cr_assert_eq(harness_scalar_ll(conn, "SELECT count(*) FROM public.parked_log l JOIN "
@@ -285,5 +358,46 @@ Test(consume_order, jetstream_a_new_handler_does_not_wait_for_predecessors_it_is
     consume_test_assert_running(&p, "the consumer");
     consume_test_stop(&p, 10000);
     cr_assert_eq(parks(), 0, "nothing waits for event 1");
+    consume_group_fini(&g);
+}
+
+/*
+ * A handler of some event types only (`paid` takes order.paid) is never
+ * given the numbers between its events, so they run unordered for it, not
+ * parked for ever; `audit`, which takes every event, keeps the order.
+ */
+Test(consume_order, db_a_handler_of_some_event_types_only_is_not_held_by_the_others)
+{
+    struct consume_group g;
+    struct harness_proc p;
+    char paid[512];
+    const char *handlers[] = {CONSUME_EFFECT("audit"), paid, NULL};
+
+    consume_group_init(&g, "db", "SOME", NULL);
+    snprintf(paid, sizeof(paid),
+             "paid@%s.order.paid=sql:INSERT INTO public.effects (event_id, handler) "
+             "VALUES (($1->>'id')::uuid, 'paid')",
+             g.prefix);
+    consume_test_start(&p, &g.env, "some-1", handlers);
+    wait_registered("paid");
+    harness_exec(conn, "BEGIN");
+    harness_exec(conn, "INSERT INTO public.committed SELECT outbox.enqueue('order', a.id, t.t, "
+                       "'{}') FROM (SELECT gen_random_uuid() AS id FROM generate_series(1, 3)) "
+                       "AS a, unnest(ARRAY['created', 'paid', 'shipped', 'paid']) "
+                       "WITH ORDINALITY AS t(t, n) ORDER BY a.id, t.n");
+    /* The first paid of each aggregate comes late: audit parks what follows it. */
+    harness_exec(conn, "UPDATE outbox.events SET next_attempt_at = now() + interval '2 s' "
+                       "WHERE aggregate_seq = 2");
+    harness_exec(conn, "COMMIT");
+    HARNESS_WAIT_UNTIL(consume_test_handled(conn, "audit") == 12 &&
+                           consume_test_handled(conn, "paid") == 6,
+                       30000);
+    consume_test_assert_running(&p, "the consumer");
+    consume_test_stop(&p, 10000);
+    cr_assert_eq(out_of_order("audit"), 0, "effects out of sequence order");
+    cr_assert_eq(harness_scalar_ll(conn, "SELECT count(*) FROM public.parked_log "
+                                         "WHERE handler = 'paid'"),
+                 0, "paid never waits for events it is not given");
+    cr_assert_eq(harness_scalar_ll(conn, "SELECT count(*) FROM outbox.parked_events"), 0);
     consume_group_fini(&g);
 }

@@ -246,6 +246,39 @@ Test(ledger_order, the_claim_of_the_next_event_waits_for_the_batch_holding_its_p
     obx_ledger_close(a);
 }
 
+/*
+ * The careful path claims in progress inside its transaction: the progress
+ * row is locked, not yet written. The next event's claim waits for it
+ * (busy) instead of parking behind a done mark it cannot see yet, which
+ * would leave the park to the periodic sweep if it committed after the
+ * finisher's sweep.
+ */
+Test(ledger_order, the_claim_of_the_next_event_waits_for_a_batch_that_only_locked_the_progress)
+{
+    struct obx_ledger *a = helper_ledger_open("order-a");
+    struct obx_ledger *b = helper_ledger_open("order-b");
+    struct ordered o;
+    struct obx_claim first, second;
+    size_t marked = 0;
+    outbox_error err;
+
+    register_handler(a, "audit");
+    o = ordered_new(1, 2);
+    LEDGER_OK(obx_ledger_begin(a, &err));
+    LEDGER_OK(obx_ledger_claim(a, "audit", &o.events[0], 1, 30, 1000, &first, &err));
+    cr_assert_eq(first.state, OBX_CLAIM_RUN);
+    LEDGER_OK(obx_ledger_claim(b, "audit", &o.events[1], 1, 30, 200, &second, &err));
+    cr_assert_eq(second.state, OBX_CLAIM_BUSY, "the progress row is locked: look again (got %d)",
+                 second.state);
+    LEDGER_OK(obx_ledger_mark_done(a, "audit", &o.events[0], &first, 1, &marked, &err));
+    LEDGER_OK(obx_ledger_commit(a, &err));
+    second = helper_claim_one(b, "audit", &o.events[1], 30);
+    cr_assert_eq(second.state, OBX_CLAIM_RUN);
+    ordered_free(&o);
+    obx_ledger_close(b);
+    obx_ledger_close(a);
+}
+
 Test(ledger_order, a_park_committed_before_the_done_mark_is_ready_for_the_sweep_after_it)
 {
     struct obx_ledger *a = helper_ledger_open("order-a");
