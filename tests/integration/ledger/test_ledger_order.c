@@ -263,16 +263,19 @@ Test(ledger_order, the_claim_of_the_next_event_waits_for_a_batch_that_only_locke
     outbox_error err;
 
     register_handler(a, "audit");
-    o = ordered_new(1, 2);
+    o = ordered_new(1, 3);
+    /* Event 1 done: the progress row exists, committed (no insert to wait on). */
+    first = helper_claim_one(a, "audit", &o.events[0], 30);
+    cr_assert_eq(helper_mark_done(a, "audit", &o.events[0], &first, 1), 1);
     LEDGER_OK(obx_ledger_begin(a, &err));
-    LEDGER_OK(obx_ledger_claim(a, "audit", &o.events[0], 1, 30, 1000, &first, &err));
+    LEDGER_OK(obx_ledger_claim(a, "audit", &o.events[1], 1, 30, 1000, &first, &err));
     cr_assert_eq(first.state, OBX_CLAIM_RUN);
-    LEDGER_OK(obx_ledger_claim(b, "audit", &o.events[1], 1, 30, 200, &second, &err));
+    LEDGER_OK(obx_ledger_claim(b, "audit", &o.events[2], 1, 30, 200, &second, &err));
     cr_assert_eq(second.state, OBX_CLAIM_BUSY, "the progress row is locked: look again (got %d)",
                  second.state);
-    LEDGER_OK(obx_ledger_mark_done(a, "audit", &o.events[0], &first, 1, &marked, &err));
+    LEDGER_OK(obx_ledger_mark_done(a, "audit", &o.events[1], &first, 1, &marked, &err));
     LEDGER_OK(obx_ledger_commit(a, &err));
-    second = helper_claim_one(b, "audit", &o.events[1], 30);
+    second = helper_claim_one(b, "audit", &o.events[2], 30);
     cr_assert_eq(second.state, OBX_CLAIM_RUN);
     ordered_free(&o);
     obx_ledger_close(b);
