@@ -522,6 +522,7 @@ sweep_parked_batch(struct outbox_consumer *c, int h)
         return 0;
     }
     taken = b.count;
+    set_handling(c, 1); /* handlers run: a stop waits for them as for a fetched batch */
     read_envelopes(c, &b, v);
     {
         struct obx_offer_env env = {.ledger = c->ledger,
@@ -538,6 +539,7 @@ sweep_parked_batch(struct outbox_consumer *c, int h)
             taken = 0;
         }
     }
+    set_handling(c, 0);
     add_tally(c, h, &tally);
     if (taken > 0 && settle(pf, &b, v, &err) != OUTBOX_OK && err.code == OUTBOX_EUNAVAILABLE) {
         drop_ledger(c, &err);
