@@ -587,12 +587,15 @@ run_loop(struct outbox_consumer *c)
         struct obx_feed_batch batch = {0};
         outbox_error err = {0};
 
-        if (!ensure_ledger(c) || !ensure_feed(c)) {
+        if (!ensure_ledger(c)) {
+            continue;
+        }
+        maybe_sweep_parked(c, 0); /* parked events need no broker: they run while it is away */
+        if (!ensure_feed(c)) {
             continue;
         }
         maybe_maintain(c);
         maybe_sample_dead_letters(c);
-        maybe_sweep_parked(c, 0);
         if (c->feed->ops->fetch(c->feed, (size_t)c->w.cfg.batch_size, c->w.cfg.poll_max_ms, &batch,
                                 &err) != OUTBOX_OK) {
             feed_down(c, &err);
