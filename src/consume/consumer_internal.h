@@ -34,6 +34,8 @@ struct outbox_consumer {
     struct obx_claim_keeper *keeper; /* with external handlers, while running; else NULL */
     long long next_maintenance_ms;   /* monotonic time of the next ledger prune */
     long long next_sample_ms;        /* monotonic time of the next dead-letter sample */
+    long long next_sweep_ms;         /* monotonic time of the next sweep of parked events */
+    size_t batch_ordered;            /* ordered events in the batch in hand */
     unsigned long long handler_stats[OBX_MAX_HANDLERS][OBX_HANDLER_STAT_COUNT]; /* w.stats_lock */
     unsigned int jitter_seed;       /* rand_r() state, its own per replica; the run thread's */
     long long outage_since_ms;      /* monotonic start of handler runs given back; 0: none */
