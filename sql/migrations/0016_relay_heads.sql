@@ -41,6 +41,21 @@ LANGUAGE sql STABLE AS $fn$
                               AND k.aggregate_seq = seq - 1 AND k.handler = ''))
 $fn$;
 
+-- How many ordered aggregates a dead or quarantined head holds (not
+-- skipped): for the relay's gauge and doctor. Such a row waits at
+-- 'infinity', the end of the retries' index, so the count reads dead rows
+-- only.
+CREATE FUNCTION /*schema*/blocked_aggregates() RETURNS bigint LANGUAGE sql STABLE AS $fn$
+    SELECT count(DISTINCT (d.aggregate_type, d.aggregate_id))
+      FROM /*schema*/events AS d
+     WHERE d.published_at IS NULL AND d.next_attempt_at > d.created_at
+       AND d.next_attempt_at = 'infinity' AND d.aggregate_seq IS NOT NULL
+       AND NOT EXISTS (SELECT 1 FROM /*schema*/aggregate_skips AS k
+                        WHERE k.aggregate_type = d.aggregate_type
+                          AND k.aggregate_id = d.aggregate_id
+                          AND k.aggregate_seq = d.aggregate_seq AND k.handler = '')
+$fn$;
+
 -- When a row waiting for its head is looked at again if no wake-up comes:
 -- soon for a new row (a wake-up lost in a race costs little), rarely for
 -- one that has waited long (a dead head's aggregate costs the row lease a

@@ -25,12 +25,4 @@ SELECT (SELECT t.tgenabled::text FROM pg_catalog.pg_trigger AS t
        coalesce((SELECT i.indisvalid FROM pg_catalog.pg_index AS i
                   WHERE i.indexrelid = to_regclass('/*schema*/events_aggregate_seq_idx')),
                 false) AS seq_index,
-       (SELECT count(DISTINCT (d.aggregate_type, d.aggregate_id))
-          FROM /*schema*/events AS d
-         WHERE d.published_at IS NULL AND d.next_attempt_at > d.created_at
-           AND d.next_attempt_at = 'infinity' AND d.aggregate_seq IS NOT NULL
-           AND NOT EXISTS (SELECT 1 FROM /*schema*/aggregate_skips AS k
-                            WHERE k.aggregate_type = d.aggregate_type
-                              AND k.aggregate_id = d.aggregate_id
-                              AND k.aggregate_seq = d.aggregate_seq AND k.handler = ''))
-           AS blocked
+       /*schema*/blocked_aggregates() AS blocked

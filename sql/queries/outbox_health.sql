@@ -96,17 +96,7 @@ SELECT
     -- claim gives its rows back.
     (SELECT coalesce(extract(epoch FROM now() - min(claimed_at))::bigint, 0)
        FROM claims) AS claim_open_s,
-    -- Ordered aggregates held by a dead or quarantined head (migration 0016):
-    -- such a row waits at 'infinity', the end of the retries' index, so the
-    -- look reads dead rows only; a skipped one holds nothing.
-    (SELECT count(DISTINCT (d.aggregate_type, d.aggregate_id))
-       FROM /*schema*/events AS d
-      WHERE d.published_at IS NULL AND d.next_attempt_at > d.created_at
-        AND d.next_attempt_at = 'infinity' AND d.aggregate_seq IS NOT NULL
-        AND NOT EXISTS (SELECT 1 FROM /*schema*/aggregate_skips AS k
-                         WHERE k.aggregate_type = d.aggregate_type
-                           AND k.aggregate_id = d.aggregate_id
-                           AND k.aggregate_seq = d.aggregate_seq AND k.handler = ''))
-        AS blocked_aggregates
+    -- Ordered aggregates held by a dead or quarantined head (migration 0016).
+    /*schema*/blocked_aggregates() AS blocked_aggregates
   FROM pg_stat_user_tables AS t
  WHERE t.schemaname = $1 AND t.relname = 'events'

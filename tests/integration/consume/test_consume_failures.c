@@ -446,6 +446,13 @@ frozen_worker_changes_no_ledger_row(const char *bus, int one_at_a_time)
     consume_test_start(&w1, &g.env, "w1", handlers);
     HARNESS_WAIT_UNTIL(consume_test_exists(dir, "started"), 30000);
     harness_proc_signal(&w1, SIGSTOP); /* the whole group: outboxd and its handler */
+    /* A statement W1 sent just before it stopped still runs and commits:
+     * the claims it holds are known once its sessions are idle. */
+    HARNESS_WAIT_UNTIL(harness_scalar_ll(conn, "SELECT count(*) FROM pg_stat_activity "
+                                               "WHERE datname = current_database() "
+                                               "AND application_name LIKE 'outboxd%' "
+                                               "AND state <> 'idle'") == 0,
+                       10000);
     harness_exec(conn, "CREATE TABLE public.held AS SELECT event_id, owner_token "
                        "FROM outbox.processed_events WHERE handler = 'hook' "
                        "AND owner_token IS NOT NULL");

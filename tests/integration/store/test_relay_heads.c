@@ -191,19 +191,20 @@ Test(relay_heads, a_dead_head_holds_its_aggregate_only_until_it_is_skipped)
     cr_assert_eq(lease.count, 1, "the other aggregate goes on");
     cr_assert_str_eq(obx_lease_id(&lease, 0), other);
     publish(store, &lease);
-    /* Looked at again after its wait: still held. */
+    /* Looked at again after its wait: still held, and put off again. */
     harness_exec(conn, "UPDATE outbox.events SET next_attempt_at = now() - interval '1 ms' "
                        "WHERE last_error = 'waiting_for_head'");
+    harness_exec(conn, "CREATE TEMP TABLE looked AS SELECT clock_timestamp() AS at");
     helper_lease(store, 100, 60, &lease);
     cr_assert_eq(lease.count, 0, "a dead head holds its aggregate");
     obx_lease_fini(&lease);
     cr_assert_eq(obx_store_health(store, &h, &err), OUTBOX_OK, "%s", err.message);
     cr_assert_eq(h.blocked_aggregates, 1, "the health sample counts the held aggregate");
-    cr_assert_eq(helper_count(conn,
-                              "aggregate_seq = 2 AND aggregate_id = "
-                              "'11111111-1111-4111-8111-111111111111' "
-                              "AND last_error = 'waiting_for_head' AND next_attempt_at > now()"),
-                 1);
+    cr_assert_eq(helper_count(conn, "aggregate_seq = 2 AND aggregate_id = "
+                                    "'11111111-1111-4111-8111-111111111111' "
+                                    "AND last_error = 'waiting_for_head' "
+                                    "AND next_attempt_at > (SELECT at FROM looked)"),
+                 1, "the row lease looked at it and put it off again");
     snprintf(sql, sizeof(sql),
              "INSERT INTO outbox.aggregate_skips (aggregate_type, aggregate_id, aggregate_seq, "
              "event_id) VALUES ('order', '%s', 1, '%s')",
