@@ -10,9 +10,14 @@
  * events does not wait for predecessors it will never be given; unordered
  * events are left alone.
  *
- * The feed's order is upset on purpose: the first event of an aggregate is
- * held back in the outbox (its next_attempt_at put off, in the writer's
- * transaction), so the relay or the DB feed hands out the rest first.
+ * The feed's order is upset on purpose. Relays and the DB feed hand out an
+ * aggregate's events from its head, in order, so the test lies to them: in
+ * the writer's transaction an event is recorded as published (published_at
+ * set) while it stays pending and not due, and the rest of its aggregate
+ * goes out first; a statement sent on a connection of its own puts it back
+ * (unpublished, due) after the hold, and it goes out last. That is the
+ * delivery the consumer's check exists for: a broker that does not keep a
+ * key's order across a shared consumer, naks and redeliveries.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -36,6 +41,7 @@ setup(void)
 {
     consume_test_suite_begin(&conn, dir);
     harness_exec(conn, "SELECT outbox.set_ordering(true)");
+    harness_exec(conn, "CREATE TABLE public.held (id uuid PRIMARY KEY, hold int NOT NULL)");
     /* Every park, kept: parked rows go once they ran. */
     harness_exec(conn, "CREATE TABLE public.parked_log (handler text, event_id uuid, "
                        "aggregate_seq bigint)");
@@ -46,9 +52,23 @@ setup(void)
                        "FOR EACH ROW EXECUTE FUNCTION public.log_park()");
 }
 
+/* Connections each running one hold's release (pg_sleep, then the update). */
+enum { MAX_HOLDS = 4 };
+static PGconn *releasers[MAX_HOLDS];
+static int holds;
+
 static void
 teardown(void)
 {
+    for (int i = 0; i < holds; i++) {
+        PGresult *res;
+
+        while ((res = PQgetResult(releasers[i])) != NULL) {
+            PQclear(res);
+        }
+        PQfinish(releasers[i]);
+    }
+    holds = 0;
     consume_test_suite_end(&conn, dir);
 }
 
@@ -56,9 +76,44 @@ TestSuite(consume_order, .init = setup, .fini = teardown, .timeout = 180);
 
 static const char *const one_effect[] = {CONSUME_EFFECT("audit"), NULL};
 
+/* A hold that is never released. */
+#define HOLD_FOR_EVER (-1)
+
+/*
+ * In the writer's open transaction: holds back every unpublished event
+ * numbered `held_seq` for `hold_ms` (HOLD_FOR_EVER: never given), so the
+ * rest of its aggregate goes out first.
+ */
+static void
+hold_back(int held_seq, int hold_ms)
+{
+    char sql[512];
+    int hold = holds;
+
+    snprintf(sql, sizeof(sql),
+             "WITH h AS (UPDATE outbox.events SET published_at = now(), "
+             "next_attempt_at = 'infinity' WHERE aggregate_seq = %d AND published_at IS NULL "
+             "RETURNING id) INSERT INTO public.held SELECT id, %d FROM h",
+             held_seq, hold);
+    harness_exec(conn, sql);
+    if (hold_ms == HOLD_FOR_EVER) {
+        return;
+    }
+    cr_assert_lt(holds, MAX_HOLDS);
+    releasers[holds] = PQconnectdb(harness_db_url());
+    cr_assert_eq(PQstatus(releasers[holds]), CONNECTION_OK, "%s", PQerrorMessage(releasers[holds]));
+    /* Sent now, it waits for the writer's commit (the held rows are locked till then). */
+    snprintf(sql, sizeof(sql),
+             "SELECT pg_sleep(%d / 1000.0); UPDATE outbox.events e SET published_at = NULL, "
+             "next_attempt_at = now() FROM public.held h WHERE h.hold = %d AND e.id = h.id",
+             hold_ms, hold);
+    cr_assert_eq(PQsendQuery(releasers[holds], sql), 1, "%s", PQerrorMessage(releasers[holds]));
+    holds++;
+}
+
 /*
  * Commits `per` events for each of `aggs` new aggregates in one transaction,
- * holding back for `hold_ms` every event numbered `held_seq` (0: none).
+ * holding back every event numbered `held_seq` (0: none) for `hold_ms`.
  */
 static void
 enqueue_ordered(int aggs, int per, int held_seq, int hold_ms)
@@ -72,11 +127,9 @@ enqueue_ordered(int aggs, int per, int held_seq, int hold_ms)
              "generate_series(1, %d)",
              aggs, per);
     harness_exec(conn, sql);
-    snprintf(sql, sizeof(sql),
-             "UPDATE outbox.events SET next_attempt_at = now() + interval '%d milliseconds' "
-             "WHERE aggregate_seq = %d AND published_at IS NULL",
-             hold_ms, held_seq);
-    harness_exec(conn, sql);
+    if (held_seq > 0) {
+        hold_back(held_seq, hold_ms);
+    }
     harness_exec(conn, "COMMIT");
 }
 
@@ -110,10 +163,16 @@ wait_registered(const char *handler)
                        30000);
 }
 
-/* An exec: handler (external: claim, run, done) that appends each envelope it runs as a line. */
+/*
+ * An exec: handler (external: claim, run, done) that appends each envelope
+ * it runs as a line. Its children run side by side (in_flight 8), so each
+ * line is written under a lock, or two would interleave.
+ */
 static const char *const sql_and_exec[] = {
     CONSUME_EFFECT("audit"),
-    "ext=exec:cat >> \"$CONSUME_DIR/ext.log\"; echo >> \"$CONSUME_DIR/ext.log\"", NULL};
+    "ext=exec:flock \"$CONSUME_DIR/ext.lock\" sh -c 'cat >> \"$CONSUME_DIR/ext.log\"; "
+    "echo >> \"$CONSUME_DIR/ext.log\"'",
+    NULL};
 
 /* Where the value of `key` starts in one line of JSON (past its quote, for a string); or NULL. */
 static const char *
@@ -324,7 +383,7 @@ Test(consume_order, db_a_skipped_gap_is_gone_past)
     consume_group_init(&g, "db", "SKIP", NULL);
     consume_test_start(&p, &g.env, "skip-1", one_effect);
     wait_registered("audit");
-    enqueue_ordered(1, 3, 2, 3600 * 1000);
+    enqueue_ordered(1, 3, 2, HOLD_FOR_EVER);
     HARNESS_WAIT_UNTIL(parks() == 1 && consume_test_handled(conn, "audit") == 1, 30000);
     harness_sleep_ms(1500); /* a sweep or two: 3 must stay parked */
     cr_assert_eq(consume_test_handled(conn, "audit"), 1, "3 must wait for 2");
@@ -351,7 +410,7 @@ Test(consume_order, jetstream_a_new_handler_does_not_wait_for_predecessors_it_is
     struct harness_proc p;
 
     consume_group_init(&g, "jetstream", "LATE", NULL);
-    enqueue_ordered(1, 3, 1, 3600 * 1000);
+    enqueue_ordered(1, 3, 1, HOLD_FOR_EVER);
     harness_sleep_ms(500);
     consume_test_start(&p, &g.env, "late-1", one_effect);
     HARNESS_WAIT_UNTIL(consume_test_handled(conn, "audit") == 2, 30000);
@@ -386,8 +445,7 @@ Test(consume_order, db_a_handler_of_some_event_types_only_is_not_held_by_the_oth
                        "AS a, unnest(ARRAY['created', 'paid', 'shipped', 'paid']) "
                        "WITH ORDINALITY AS t(t, n) ORDER BY a.id, t.n");
     /* The first paid of each aggregate comes late: audit parks what follows it. */
-    harness_exec(conn, "UPDATE outbox.events SET next_attempt_at = now() + interval '2 s' "
-                       "WHERE aggregate_seq = 2");
+    hold_back(2, 2000);
     harness_exec(conn, "COMMIT");
     HARNESS_WAIT_UNTIL(consume_test_handled(conn, "audit") == 12 &&
                            consume_test_handled(conn, "paid") == 6,
