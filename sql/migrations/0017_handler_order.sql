@@ -39,13 +39,15 @@ CREATE TABLE /*schema*/handler_progress (
 );
 
 -- When each handler's order began. A handler that starts after an
--- aggregate already had events is never given their predecessors (they
--- were consumed, or pruned, before it existed), so its first event of
--- that aggregate must not wait for them. At a handler's first
--- registration (or its first ordered claim, whichever comes first) every
--- aggregate's last given number is copied into handler_progress as where
--- the handler's order starts: events up to it run without the order check
--- (once each, like unordered events), the next ones in order.
+-- aggregate's events went out is never given them (they were consumed, or
+-- pruned, before it existed), so its first event of that aggregate must
+-- not wait for them. At a handler's first registration (or its first
+-- ordered claim, whichever comes first) each aggregate's last number
+-- already out is copied into handler_progress as where the handler's order
+-- starts: the number before its lowest unpublished event, or its last
+-- number if none is unpublished. Events up to it run without the order
+-- check (once each, like unordered events), the rest in order: an event
+-- still in the outbox, a dead head among them, is waited for.
 CREATE TABLE /*schema*/handler_baselines (
     handler    text        PRIMARY KEY,
     taken_at   timestamptz NOT NULL DEFAULT now(),
@@ -83,8 +85,8 @@ REVOKE ALL ON /*schema*/handler_progress, /*schema*/handler_baselines, /*schema*
     FROM PUBLIC;
 
 -- Takes `baseline_handler`'s baseline if it has none: every aggregate's
--- last given number (aggregate_heads, as committed now) becomes where the
--- handler's order starts. Returns true if it took one now. Two replicas
+-- last number out (above; aggregate_heads and the unpublished events, as
+-- committed now) becomes where the handler's order starts. Returns true if it took one now. Two replicas
 -- taking it at once meet on the baselines row: the second waits, then
 -- finds it taken. A writer's transaction still open holds its numbers
 -- uncommitted, so they are after the baseline and run in order.
@@ -101,8 +103,14 @@ BEGIN
         RETURN false;
     END IF;
     INSERT INTO /*schema*/handler_progress (handler, aggregate_type, aggregate_id, last_seq)
-    SELECT baseline_handler, h.aggregate_type, h.aggregate_id, h.last_seq
+    SELECT baseline_handler, h.aggregate_type, h.aggregate_id,
+           coalesce(u.first_unpublished - 1, h.last_seq)
       FROM /*schema*/aggregate_heads AS h
+      LEFT JOIN (SELECT e.aggregate_type, e.aggregate_id, min(e.aggregate_seq) AS first_unpublished
+                   FROM /*schema*/events AS e
+                  WHERE e.published_at IS NULL AND e.aggregate_seq IS NOT NULL
+                  GROUP BY e.aggregate_type, e.aggregate_id) AS u
+             ON u.aggregate_type = h.aggregate_type AND u.aggregate_id = h.aggregate_id
         ON CONFLICT (handler, aggregate_type, aggregate_id) DO NOTHING;
     GET DIAGNOSTICS copied = ROW_COUNT;
     UPDATE /*schema*/handler_baselines SET aggregates = copied WHERE handler = baseline_handler;
