@@ -148,6 +148,12 @@ $fn$;
 --     plain claim decides (run once, or done);
 --   the first event that is ready (its predecessor done or skipped): the
 --     plain claim decides (run, busy, backoff, dead);
+--   with claim_done, the events that follow it without a gap (or past
+--     skipped numbers), later in the batch too, never claimed before: they
+--     run after it in the same transaction, which commits only if every
+--     handler of the batch returned DONE, so the run is done whole or not
+--     at all. If the plain claim does not let one of them run, the ones
+--     after it are given back (their fresh claims deleted) and parked;
 --   every later one: parked, since it may run only once the one before is
 --     done, which is after this transaction.
 -- A progress row another transaction holds past claim_lock_wait_ms makes
@@ -181,6 +187,15 @@ DECLARE
     cur_id uuid;
     done_seq bigint;
     gate_open boolean;
+    run_seq bigint;          -- the last number let run in the current aggregate
+    run_ord bigint;          -- its place in the batch
+    in_run uuid[] := '{}';   -- every event let run, per aggregate in seq order
+    in_run_key text[] := '{}';
+    follows uuid[] := '{}';  -- those let run after the first of their aggregate
+    undone uuid[] := '{}';   -- followers given back after the claim: parked
+    cur_key text;
+    broken boolean;
+    i integer;
 BEGIN
     PERFORM set_config('lock_timeout', greatest(claim_lock_wait_ms, 1) || 'ms', true);
     IF NOT EXISTS (SELECT FROM /*schema*/handler_baselines AS b
@@ -228,13 +243,13 @@ BEGIN
         PERFORM set_config('lock_timeout', greatest(claim_lock_wait_ms, 1) || 'ms', true);
     END;
     -- The order check, per aggregate in seq order; a repeated id counts once.
-    FOR r IN SELECT o.id, o.t, o.a, o.s, o.mid, o.subj, o.env
-               FROM (SELECT DISTINCT ON (u.id) u.id, u.t, u.a, u.s, u.mid, u.subj, u.env
+    FOR r IN SELECT o.id, o.t, o.a, o.s, o.mid, o.subj, o.env, o.ord
+               FROM (SELECT DISTINCT ON (u.id) u.id, u.t, u.a, u.s, u.mid, u.subj, u.env, u.ord
                        FROM unnest(claim_ids, claim_types, claim_aggregates, claim_seqs,
                                    claim_message_ids, claim_subjects, claim_envelopes)
-                            AS u(id, t, a, s, mid, subj, env)
+                            WITH ORDINALITY AS u(id, t, a, s, mid, subj, env, ord)
                       WHERE u.s IS NOT NULL
-                      ORDER BY u.id) AS o
+                      ORDER BY u.id, u.ord) AS o
               ORDER BY o.t, o.a, o.s, o.id LOOP
         IF EXISTS (SELECT FROM unnest(held_types, held_ids) AS x(t, a)
                     WHERE x.t = r.t AND x.a = r.a) THEN
@@ -248,11 +263,26 @@ BEGIN
             SELECT g.last_seq INTO done_seq
               FROM /*schema*/handler_progress AS g
              WHERE g.handler = claim_handler AND g.aggregate_type = r.t AND g.aggregate_id = r.a;
+            run_seq := NULL;
         END IF;
         IF r.s <= done_seq THEN
             CONTINUE; -- the plain claim decides
-        ELSIF gate_open AND /*schema*/ledger_order_ready(claim_handler, r.t, r.a, done_seq, r.s) THEN
-            gate_open := false;
+        ELSIF gate_open AND run_seq IS NULL
+              AND /*schema*/ledger_order_ready(claim_handler, r.t, r.a, done_seq, r.s) THEN
+            run_seq := r.s; -- the first: the plain claim decides
+            run_ord := r.ord;
+            in_run := in_run || r.id;
+            in_run_key := in_run_key || (r.t || '/' || r.a::text);
+            CONTINUE;
+        ELSIF gate_open AND run_seq IS NOT NULL AND claim_done AND r.ord > run_ord
+              AND NOT EXISTS (SELECT FROM /*schema*/processed_events AS q
+                               WHERE q.event_id = r.id AND q.handler = claim_handler)
+              AND /*schema*/ledger_order_ready(claim_handler, r.t, r.a, run_seq, r.s) THEN
+            run_seq := r.s; -- runs after the one before, in this transaction
+            run_ord := r.ord;
+            in_run := in_run || r.id;
+            in_run_key := in_run_key || (r.t || '/' || r.a::text);
+            follows := follows || r.id;
             CONTINUE;
         END IF;
         gate_open := false;
@@ -274,6 +304,37 @@ BEGIN
       FROM /*schema*/ledger_claim(claim_handler, claim_sub, claim_lease_seconds,
                                   claim_lock_wait_ms, claim_done)
            WITH ORDINALITY AS c(event_id, state, attempts, defer_ms, owner_token, ord);
+    -- A follower runs only if every event before it in its run does: past
+    -- the first that does not, the followers' fresh claims are given back
+    -- and they are parked, to run once the one before is done.
+    IF cardinality(follows) > 0 THEN
+        FOR i IN 1 .. cardinality(in_run) LOOP
+            IF cur_key IS DISTINCT FROM in_run_key[i] THEN
+                cur_key := in_run_key[i];
+                broken := false;
+            END IF;
+            IF broken AND in_run[i] = ANY (follows)
+               AND res_states[array_position(claim_sub, in_run[i])] = 'run' THEN
+                DELETE FROM /*schema*/processed_events AS q
+                 WHERE q.event_id = in_run[i] AND q.handler = claim_handler;
+                undone := undone || in_run[i];
+                INSERT INTO /*schema*/parked_events AS p (handler, event_id, aggregate_type,
+                                                          aggregate_id, aggregate_seq, message_id,
+                                                          subject, envelope)
+                SELECT claim_handler, u.id, u.t, u.a, u.s, coalesce(u.mid, u.id::text),
+                       coalesce(u.subj, ''), coalesce(u.env, '')
+                  FROM unnest(claim_ids, claim_types, claim_aggregates, claim_seqs,
+                              claim_message_ids, claim_subjects, claim_envelopes)
+                       AS u(id, t, a, s, mid, subj, env)
+                 WHERE u.id = in_run[i]
+                 LIMIT 1
+                    ON CONFLICT (handler, event_id) DO UPDATE
+                   SET lease_token = NULL, leased_until = NULL;
+            ELSIF res_states[array_position(claim_sub, in_run[i])] IS DISTINCT FROM 'run' THEN
+                broken := true;
+            END IF;
+        END LOOP;
+    END IF;
     IF claim_done THEN
         UPDATE /*schema*/handler_progress AS g
            SET last_seq = x.s, updated_at = now()
@@ -282,14 +343,15 @@ BEGIN
                        AS o(id, t, a, s)
                   JOIN unnest(claim_sub, res_states) AS z(id, state)
                     ON z.id = o.id AND z.state = 'run'
-                 WHERE o.s IS NOT NULL
+                 WHERE o.s IS NOT NULL AND NOT (o.id = ANY (undone))
                  GROUP BY o.t, o.a) AS x
          WHERE g.handler = claim_handler AND g.aggregate_type = x.t AND g.aggregate_id = x.a
            AND g.last_seq < x.s;
     END IF;
     RETURN QUERY
     WITH inp AS (
-        SELECT u.id, u.ord, u.id = ANY (parked) AS is_parked, u.id = ANY (busy) AS is_busy
+        SELECT u.id, u.ord, u.id = ANY (parked) AS is_parked, u.id = ANY (busy) AS is_busy,
+               u.id = ANY (undone) AS is_undone
           FROM unnest(claim_ids) WITH ORDINALITY AS u(id, ord)
     ), sub AS (
         SELECT i.ord, row_number() OVER (ORDER BY i.ord) AS k
@@ -297,12 +359,14 @@ BEGIN
          WHERE NOT i.is_parked AND NOT i.is_busy
     )
     SELECT i.id,
-           CASE WHEN i.is_parked THEN 'parked' WHEN i.is_busy THEN 'busy'
+           CASE WHEN i.is_parked OR i.is_undone THEN 'parked' WHEN i.is_busy THEN 'busy'
                 ELSE res_states[s.k] END,
-           CASE WHEN i.is_parked OR i.is_busy THEN 0 ELSE res_attempts[s.k] END,
-           CASE WHEN i.is_parked THEN 0::bigint WHEN i.is_busy THEN 1000::bigint
+           CASE WHEN i.is_parked OR i.is_busy OR i.is_undone THEN 0 ELSE res_attempts[s.k] END,
+           CASE WHEN i.is_parked OR i.is_undone THEN 0::bigint
+                WHEN i.is_busy THEN 1000::bigint
                 ELSE res_defers[s.k] END,
-           CASE WHEN i.is_parked OR i.is_busy THEN NULL::uuid ELSE res_tokens[s.k] END
+           CASE WHEN i.is_parked OR i.is_busy OR i.is_undone THEN NULL::uuid
+                ELSE res_tokens[s.k] END
       FROM inp AS i
       LEFT JOIN sub AS s ON s.ord = i.ord
      ORDER BY i.ord;

@@ -210,6 +210,19 @@ wait_settled(const struct pipeline *p, int timeout_ms)
 
     while (!settled(p)) {
         if (harness_now_ms() >= deadline) {
+            char *stuck = harness_scalar_text(
+                conn,
+                "SELECT coalesce(string_agg(format('%s %s seq %s: %s, %s attempt(s), "
+                "claimed until %s, next attempt %s, %s parked behind it', p.handler, p.event_id, "
+                "e.aggregate_seq, p.status, p.attempts, p.claimed_until, p.next_attempt_at, "
+                "(SELECT count(*) "
+                "FROM outbox.parked_events k WHERE k.handler = p.handler AND "
+                "k.aggregate_id = e.aggregate_id)), '; '), 'none') FROM "
+                "outbox.processed_events p JOIN outbox.events e ON e.id = p.event_id "
+                "WHERE p.status <> 'done'");
+
+            cr_log_error("not done: %s", stuck);
+            free(stuck);
             cr_assert_fail(
                 "not settled after %d ms: audit ran %lld and mailer %lld of %lld committed "
                 "events; %lld rows unfinished, %lld of them waiting for their head; %lld "

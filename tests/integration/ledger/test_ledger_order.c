@@ -194,7 +194,12 @@ Test(ledger_order, an_early_event_is_parked_and_runs_once_its_predecessor_is_don
     obx_ledger_close(ledger);
 }
 
-Test(ledger_order, a_transactional_batch_runs_the_next_event_and_parks_the_rest_until_it_commits)
+/*
+ * A transactional batch claimed as done (its handlers' effects commit with
+ * the claims, or nothing does) runs an aggregate's numbers that follow on
+ * without a gap, in batch order, in its one transaction.
+ */
+Test(ledger_order, a_transactional_batch_runs_a_gapless_run_in_one_transaction)
 {
     struct obx_ledger *ledger = helper_ledger_open("order-test");
     struct ordered o;
@@ -205,19 +210,98 @@ Test(ledger_order, a_transactional_batch_runs_the_next_event_and_parks_the_rest_
     o = ordered_new(1, 3);
     LEDGER_OK(obx_ledger_begin(ledger, &err));
     LEDGER_OK(obx_ledger_claim_as_done(ledger, "audit", o.events, 3, 1000, claims, &err));
-    cr_assert_eq(claims[0].state, OBX_CLAIM_RUN);
-    cr_assert_eq(claims[1].state, OBX_CLAIM_PARKED);
-    cr_assert_eq(claims[2].state, OBX_CLAIM_PARKED);
+    for (int i = 0; i < 3; i++) {
+        cr_assert_eq(claims[i].state, OBX_CLAIM_RUN, "event %d of the run (got %d)", i + 1,
+                     claims[i].state);
+    }
     obx_ledger_rollback(ledger);
     cr_assert_eq(progress("audit", o.aggs[0]), -1, "rolled back with the claim: no progress");
-    cr_assert_eq(helper_count(conn, "parked_events", "true"), 0);
+    cr_assert_eq(helper_count(conn, "processed_events", "true"), 0);
 
     LEDGER_OK(obx_ledger_begin(ledger, &err));
     LEDGER_OK(obx_ledger_claim_as_done(ledger, "audit", o.events, 3, 1000, claims, &err));
     LEDGER_OK(obx_ledger_commit(ledger, &err));
-    cr_assert_eq(progress("audit", o.aggs[0]), 1, "claimed as done: progress in the same commit");
+    cr_assert_eq(progress("audit", o.aggs[0]), 3, "claimed as done: progress in the same commit");
+    cr_assert_eq(helper_count(conn, "parked_events", "true"), 0);
+    ordered_free(&o);
+    obx_ledger_close(ledger);
+}
+
+/* The run must come in number order in the batch: its effects run in batch order. */
+Test(ledger_order, a_run_out_of_batch_order_runs_its_first_and_parks_the_rest)
+{
+    struct obx_ledger *ledger = helper_ledger_open("order-test");
+    struct ordered o;
+    struct obx_ledger_event batch[3];
+    struct obx_claim claims[3];
+    outbox_error err;
+
+    register_handler(ledger, "audit");
+    o = ordered_new(1, 3);
+    batch[0] = o.events[1];
+    batch[1] = o.events[0];
+    batch[2] = o.events[2];
+    LEDGER_OK(obx_ledger_begin(ledger, &err));
+    LEDGER_OK(obx_ledger_claim_as_done(ledger, "audit", batch, 3, 1000, claims, &err));
+    LEDGER_OK(obx_ledger_commit(ledger, &err));
+    cr_assert_eq(claims[0].state, OBX_CLAIM_PARKED, "2 came before 1 (got %d)", claims[0].state);
+    cr_assert_eq(claims[1].state, OBX_CLAIM_RUN);
+    cr_assert_eq(claims[2].state, OBX_CLAIM_PARKED, "3 follows a parked 2 (got %d)",
+                 claims[2].state);
+    cr_assert_eq(progress("audit", o.aggs[0]), 1);
+    ordered_free(&o);
+    obx_ledger_close(ledger);
+}
+
+/* Claimed for runs one by one (each its own savepoint), only the next may run. */
+Test(ledger_order, a_batch_claimed_for_separate_runs_runs_the_next_event_and_parks_the_rest)
+{
+    struct obx_ledger *ledger = helper_ledger_open("order-test");
+    struct ordered o;
+    struct obx_claim claims[3];
+    outbox_error err;
+
+    register_handler(ledger, "audit");
+    o = ordered_new(1, 3);
+    LEDGER_OK(obx_ledger_begin(ledger, &err));
+    LEDGER_OK(obx_ledger_claim(ledger, "audit", o.events, 3, 30, 1000, claims, &err));
+    LEDGER_OK(obx_ledger_commit(ledger, &err));
+    cr_assert_eq(claims[0].state, OBX_CLAIM_RUN);
+    cr_assert_eq(claims[1].state, OBX_CLAIM_PARKED);
+    cr_assert_eq(claims[2].state, OBX_CLAIM_PARKED);
     cr_assert_eq(helper_count(conn, "parked_events", "true"), 2);
     ordered_free(&o);
+    obx_ledger_close(ledger);
+}
+
+/*
+ * The run's first may not run (another replica holds its claim): the
+ * followers' claims, written as done, are taken back and they are parked.
+ */
+Test(ledger_order, followers_of_a_first_that_may_not_run_are_given_back_and_parked)
+{
+    struct obx_ledger *ledger = helper_ledger_open("order-test");
+    struct obx_ledger *other = helper_ledger_open("order-other");
+    struct ordered o;
+    struct obx_claim claims[3], held;
+    outbox_error err;
+
+    register_handler(ledger, "audit");
+    o = ordered_new(1, 3);
+    held = helper_claim_one(other, "audit", &o.events[0], 30);
+    cr_assert_eq(held.state, OBX_CLAIM_RUN);
+    LEDGER_OK(obx_ledger_begin(ledger, &err));
+    LEDGER_OK(obx_ledger_claim_as_done(ledger, "audit", o.events, 3, 1000, claims, &err));
+    LEDGER_OK(obx_ledger_commit(ledger, &err));
+    cr_assert_eq(claims[0].state, OBX_CLAIM_BUSY, "held elsewhere (got %d)", claims[0].state);
+    cr_assert_eq(claims[1].state, OBX_CLAIM_PARKED, "got %d", claims[1].state);
+    cr_assert_eq(claims[2].state, OBX_CLAIM_PARKED, "got %d", claims[2].state);
+    cr_assert_eq(helper_count(conn, "processed_events", "status = 'done'"), 0,
+                 "no follower is left done");
+    cr_assert_eq(helper_count(conn, "parked_events", "true"), 2);
+    cr_assert_eq(progress("audit", o.aggs[0]), 0);
+    ordered_free(&o);
+    obx_ledger_close(other);
     obx_ledger_close(ledger);
 }
 
@@ -364,10 +448,11 @@ Test(ledger_order, two_skipped_numbers_in_a_row_are_gone_past)
 Test(ledger_order, a_handler_registered_after_an_aggregate_had_events_runs_its_next_at_once)
 {
     struct obx_ledger *ledger = helper_ledger_open("order-test");
-    struct ordered o = ordered_new(1, 3); /* written before the handler existed */
+    struct ordered o = ordered_new(1, 3); /* written, and published, before the handler existed */
     struct obx_claim c;
     char sql[256];
 
+    harness_exec(conn, "UPDATE outbox.events SET status = 'done', published_at = now()");
     register_handler(ledger, "late");
     cr_assert_eq(progress("late", o.aggs[0]), 3, "its order starts after what was written");
     c = helper_claim_one(ledger, "late", &o.events[2], 30);
@@ -398,10 +483,39 @@ Test(ledger_order, a_handler_never_registered_takes_its_baseline_at_its_first_or
 {
     struct obx_ledger *ledger = helper_ledger_open("order-test");
     struct ordered o = ordered_new(1, 2);
-    struct obx_claim c = helper_claim_one(ledger, "unregistered", &o.events[1], 30);
+    struct obx_claim c;
 
+    harness_exec(conn, "UPDATE outbox.events SET status = 'done', published_at = now()");
+    c = helper_claim_one(ledger, "unregistered", &o.events[1], 30);
     cr_assert_eq(c.state, OBX_CLAIM_RUN, "not parked for ever (got %d)", c.state);
     cr_assert_eq(helper_count(conn, "handler_baselines", "handler = 'unregistered'"), 1);
+    ordered_free(&o);
+    obx_ledger_close(ledger);
+}
+
+/*
+ * Events still in the outbox when a handler starts will be given to it, so
+ * its order starts before them: the first unpublished one (a dead head,
+ * say) is waited for, and what was published before it is not.
+ */
+Test(ledger_order, a_handler_starting_while_events_wait_in_the_outbox_waits_for_them)
+{
+    struct obx_ledger *ledger = helper_ledger_open("order-test");
+    struct ordered o = ordered_new(1, 4);
+    struct obx_claim c;
+    char sql[256];
+
+    snprintf(sql, sizeof(sql),
+             "UPDATE outbox.events SET status = 'done', published_at = now() WHERE id = '%s'",
+             o.ids[0]);
+    harness_exec(conn, sql);
+    snprintf(sql, sizeof(sql), "UPDATE outbox.events SET status = 'dead' WHERE id = '%s'",
+             o.ids[1]);
+    harness_exec(conn, sql);
+    register_handler(ledger, "late");
+    cr_assert_eq(progress("late", o.aggs[0]), 1, "its order starts before the dead head");
+    c = helper_claim_one(ledger, "late", &o.events[2], 30);
+    cr_assert_eq(c.state, OBX_CLAIM_PARKED, "3 waits for the dead 2 (got %d)", c.state);
     ordered_free(&o);
     obx_ledger_close(ledger);
 }
