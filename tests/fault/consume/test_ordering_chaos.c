@@ -155,6 +155,11 @@ pipeline_start(struct pipeline *p)
     for (int i = 0; i < REPLICAS; i++) {
         start_replica(p, i);
     }
+    /* A handler's order starts at its registration (docs/ordering.md, baseline): events
+     * published before it run once, unordered. Every pipeline here has audit and mailer. */
+    HARNESS_WAIT_UNTIL(harness_scalar_ll(conn, "SELECT count(*) FROM outbox.handler_baselines "
+                                               "WHERE handler IN ('audit', 'mailer')") == 2,
+                       30000);
 }
 
 /* The test's pipeline: a static, so that a failed test's teardown frees its settings. */
@@ -223,6 +228,25 @@ wait_settled(const struct pipeline *p, int timeout_ms)
 
             cr_log_error("not done: %s", stuck);
             free(stuck);
+            stuck = harness_scalar_text(
+                conn, "SELECT coalesce(string_agg(format('%s %s: parked from seq %s (%s parked, "
+                      "lease %s), progress %s, predecessor %s', k.handler, k.aggregate_id, "
+                      "k.aggregate_seq, k.n, k.leased_until, g.last_seq, coalesce((SELECT "
+                      "p.status FROM outbox.processed_events p JOIN outbox.events e ON e.id = "
+                      "p.event_id WHERE p.handler = k.handler AND e.aggregate_id = k.aggregate_id "
+                      "AND e.aggregate_seq = k.aggregate_seq - 1), 'no ledger row')), '; '), "
+                      "'none') FROM (SELECT DISTINCT ON (handler, aggregate_id) *, count(*) OVER "
+                      "(PARTITION BY handler, aggregate_id) AS n FROM outbox.parked_events ORDER "
+                      "BY handler, aggregate_id, aggregate_seq) AS k LEFT JOIN "
+                      "outbox.handler_progress g ON g.handler = k.handler AND g.aggregate_id = "
+                      "k.aggregate_id");
+            cr_log_error("parked: %s", stuck);
+            free(stuck);
+            for (int i = 0; i < REPLICAS; i++) {
+                stuck = consume_test_log_tail(&p->replicas[i], 2500);
+                cr_log_error("replica %d's log ends:\n%s", i + 1, stuck);
+                free(stuck);
+            }
             cr_assert_fail(
                 "not settled after %d ms: audit ran %lld and mailer %lld of %lld committed "
                 "events; %lld rows unfinished, %lld of them waiting for their head; %lld "
