@@ -374,6 +374,46 @@ Test(consume_order, jetstream_a_replica_killed_between_done_and_the_next_run_lea
     consume_group_fini(&g);
 }
 
+/*
+ * The replica whose sweep leased events 2..5 dies before running them: their
+ * lease is short (at most 10 s, whatever OUTBOX_LEDGER_LEASE_SECONDS says),
+ * so another replica's sweep runs them soon, not half an hour later.
+ */
+Test(consume_order, jetstream_a_replica_killed_holding_a_sweeps_lease_leaves_it_to_another_soon)
+{
+    enum { PER = 5 };
+    struct consume_group g;
+    struct relay_env crash_env;
+    struct harness_proc doomed, other;
+    long long started;
+    int status;
+
+    consume_group_init(&g, "jetstream", "SWEEP", NULL);
+    consume_test_env(&crash_env, "jetstream", g.stream, g.prefix, g.consumer);
+    relay_env_set(&crash_env, "OUTBOX_TEST_CRASH_AFTER_PARKED_TAKE", "1");
+    consume_test_start(&doomed, &crash_env, "doomed", one_effect);
+    wait_registered("audit");
+    enqueue_ordered(1, PER, 1, 2000);
+    status = harness_proc_wait(&doomed, 30000);
+    cr_assert_eq(status, 128 + SIGABRT, "the doomed replica must abort after its take (%d)",
+                 status);
+    cr_assert_eq(consume_test_handled(conn, "audit"), 1, "only event 1 ran before the crash");
+    cr_assert_eq(harness_scalar_ll(conn, "SELECT count(*) FROM outbox.parked_events "
+                                         "WHERE leased_until > now()"),
+                 PER - 1, "the dead sweep's lease holds events 2..5");
+    started = harness_now_ms();
+    consume_test_start(&other, &g.env, "other", one_effect);
+    HARNESS_WAIT_UNTIL(consume_test_handled(conn, "audit") == PER, 30000);
+    cr_log_info("events 2..5 ran %lld ms after the other replica started",
+                harness_now_ms() - started);
+    consume_test_assert_running(&other, "the other replica");
+    consume_test_stop(&other, 10000);
+    cr_assert_eq(out_of_order("audit"), 0, "effects out of sequence order");
+    consume_test_expect_exactly_once(conn, "audit");
+    relay_env_fini(&crash_env);
+    consume_group_fini(&g);
+}
+
 /* Event 2 never comes (held back an hour); once skipped, 3 runs after 1. */
 Test(consume_order, db_a_skipped_gap_is_gone_past)
 {
