@@ -113,6 +113,13 @@ pipeline_init(struct pipeline *p, const char *bus, const char *tag, const char *
 {
     memset(p, 0, sizeof(*p));
     p->jetstream = strcmp(bus, "jetstream") == 0;
+    if (getenv("OUTBOX_TEST_ORDER_CHECK_OFF") != NULL) {
+        /* To show these tests see disorder: the consumers' order check turned off (every
+         * event counts as ready), the relays' heads left on. They must then fail. */
+        harness_exec(conn, "CREATE OR REPLACE FUNCTION outbox.ledger_order_ready(ready_handler "
+                           "text, ready_type text, ready_id uuid, done_seq bigint, seq bigint) "
+                           "RETURNS boolean LANGUAGE sql STABLE AS 'SELECT true'");
+    }
     p->handlers = handlers;
     snprintf(p->stream, sizeof(p->stream), "ORD_%s_%s", tag, p->jetstream ? "JS" : "DB");
     snprintf(p->prefix, sizeof(p->prefix), "ord%s%s", tag, p->jetstream ? "js" : "db");
