@@ -387,12 +387,12 @@ prune_outbox(struct outbox_consumer *c)
     obx_store_close(store);
 }
 
-/* Each handler's waiting dead letters, for the gauges, every few seconds. */
+/* Each handler's waiting dead letters and parked events, for the gauges, every few seconds. */
 static void
-maybe_sample_dead_letters(struct outbox_consumer *c)
+maybe_sample_handler_gauges(struct outbox_consumer *c)
 {
     const char *names[OBX_MAX_HANDLERS];
-    long long counts[OBX_MAX_HANDLERS];
+    struct obx_handler_gauges gauges[OBX_MAX_HANDLERS];
     long long now = obx_monotonic_ms();
     outbox_error err = {0};
 
@@ -403,7 +403,7 @@ maybe_sample_dead_letters(struct outbox_consumer *c)
     for (int h = 0; h < c->handler_count; h++) {
         names[h] = c->handlers[h].name;
     }
-    if (obx_ledger_dead_counts(c->ledger, names, (size_t)c->handler_count, counts, &err) !=
+    if (obx_ledger_handler_gauges(c->ledger, names, (size_t)c->handler_count, gauges, &err) !=
         OUTBOX_OK) {
         if (err.code == OUTBOX_EUNAVAILABLE) {
             drop_ledger(c, &err);
@@ -412,7 +412,11 @@ maybe_sample_dead_letters(struct outbox_consumer *c)
     }
     pthread_mutex_lock(&c->w.stats_lock);
     for (int h = 0; h < c->handler_count; h++) {
-        c->handler_stats[h][OUTBOX_HANDLER_DEAD_LETTERS] = (unsigned long long)counts[h];
+        c->handler_stats[h][OUTBOX_HANDLER_DEAD_LETTERS] =
+            (unsigned long long)gauges[h].dead_letters;
+        c->handler_stats[h][OUTBOX_HANDLER_PARKED] = (unsigned long long)gauges[h].parked;
+        c->handler_stats[h][OUTBOX_HANDLER_OLDEST_PARKED_SECONDS] =
+            (unsigned long long)gauges[h].oldest_parked_seconds;
     }
     pthread_mutex_unlock(&c->w.stats_lock);
 }
@@ -606,7 +610,7 @@ run_loop(struct outbox_consumer *c)
             continue;
         }
         maybe_maintain(c);
-        maybe_sample_dead_letters(c);
+        maybe_sample_handler_gauges(c);
         if (c->feed->ops->fetch(c->feed, (size_t)c->w.cfg.batch_size, c->w.cfg.poll_max_ms, &batch,
                                 &err) != OUTBOX_OK) {
             feed_down(c, &err);

@@ -185,12 +185,20 @@ outbox_status obx_ledger_run_sql(struct obx_ledger *ledger, const char *statemen
  * inside the ledger's transaction; NULL while disconnected. Borrowed: the
  * handler must not begin, commit, roll back or close it.
  */
+/* What a handler has waiting in the ledger, for its gauges. */
+struct obx_handler_gauges {
+    long long dead_letters;          /* that no one requeued */
+    long long parked;                /* early events waiting for their predecessor */
+    long long oldest_parked_seconds; /* how long the oldest of those has waited; 0: none */
+};
+
 /*
- * How many dead letters each of `count` handlers has that no one requeued:
- * `counts[i]` for `names[i]` (0 when none). Names must be valid handler names.
+ * Each of `count` handlers' gauges: `out[i]` for `names[i]` (zeros when it
+ * has nothing). Names must be valid handler names.
  */
-outbox_status obx_ledger_dead_counts(struct obx_ledger *ledger, const char *const *names,
-                                     size_t count, long long *counts, outbox_error *err);
+outbox_status obx_ledger_handler_gauges(struct obx_ledger *ledger, const char *const *names,
+                                        size_t count, struct obx_handler_gauges *out,
+                                        outbox_error *err);
 
 PGconn *obx_ledger_connection(struct obx_ledger *ledger);
 

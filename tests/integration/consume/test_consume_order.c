@@ -29,6 +29,7 @@
 
 #include "consume_test.h"
 #include "harness.h"
+#include "http_get.h"
 #include "relay_test.h"
 
 #include "common/banned.h" /* last: poisons unsafe functions */
@@ -411,6 +412,38 @@ Test(consume_order, jetstream_a_replica_killed_holding_a_sweeps_lease_leaves_it_
     cr_assert_eq(out_of_order("audit"), 0, "effects out of sequence order");
     consume_test_expect_exactly_once(conn, "audit");
     relay_env_fini(&crash_env);
+    consume_group_fini(&g);
+}
+
+/* Events 2..5 wait for a 1 that never comes: /metrics shows them parked, and for how long. */
+Test(consume_order, db_parked_events_and_the_oldest_ones_wait_are_gauges)
+{
+    enum { PER = 5 };
+    struct consume_group g;
+    struct harness_proc p;
+    char addr[64], *body;
+    int port = http_free_port();
+
+    consume_group_init(&g, "db", "GAUGE", NULL);
+    snprintf(addr, sizeof(addr), "127.0.0.1:%d", port);
+    relay_env_set(&g.env, "OUTBOX_HTTP_ADDR", addr);
+    consume_test_start(&p, &g.env, "gauge-1", one_effect);
+    wait_registered("audit");
+    body = http_wait_metric(port, "outbox_consumer_parked_events{handler=\"audit\"}", 0);
+    cr_assert_eq(http_metric(body, "outbox_consumer_parked_events{handler=\"audit\"}"), 0,
+                 "nothing parked yet:\n%s", body);
+    cr_assert_eq(http_metric(body, "outbox_consumer_oldest_parked_seconds{handler=\"audit\"}"), 0);
+    free(body);
+    enqueue_ordered(1, PER, 1, HOLD_FOR_EVER);
+    body = http_wait_metric(port, "outbox_consumer_parked_events{handler=\"audit\"}", PER - 1);
+    cr_assert_eq(http_metric(body, "outbox_consumer_parked_events{handler=\"audit\"}"), PER - 1,
+                 "%s", body);
+    free(body);
+    body = http_wait_metric(port, "outbox_consumer_oldest_parked_seconds{handler=\"audit\"}", 3);
+    cr_assert_eq(harness_scalar_ll(conn, "SELECT count(*) FROM outbox.parked_events"), PER - 1);
+    free(body);
+    consume_test_assert_running(&p, "the consumer");
+    consume_test_stop(&p, 10000);
     consume_group_fini(&g);
 }
 
