@@ -219,6 +219,9 @@ typedef enum outbox_handler_stat_id {
     OUTBOX_HANDLER_HANDLED,      /* runs that returned DONE */
     OUTBOX_HANDLER_FAILED,       /* failures (attempts spent) */
     OUTBOX_HANDLER_DEAD_LETTERS, /* its dead letters in the table now (sampled, not requeued) */
+    OUTBOX_HANDLER_PARKED,       /* its parked events now (sampled): early, waiting for their
+                                  * predecessor (docs/ordering.md) */
+    OUTBOX_HANDLER_OLDEST_PARKED_SECONDS, /* how long the oldest of those has waited (sampled) */
 } outbox_handler_stat_id;
 
 typedef struct outbox_consumer outbox_consumer;

@@ -18,6 +18,10 @@
 -- order: a row finishes after it starts, so the scan stops at the first row
 -- started too recently to be due. The Append runs its second arm only when
 -- the first ran dry, and the outer LIMIT keeps the batch at $2.
+-- Ordered schemas (0017): handler_progress is never pruned (it is the
+-- order's memory); a parked copy of a pruned row (the handler finished the
+-- event but the sweep's ack was lost) goes with it, so it can never run
+-- again once the ledger has forgotten it ran.
 WITH old AS MATERIALIZED (
     SELECT o.event_id, o.handler, o.in_key_range
       FROM (SELECT * FROM (SELECT event_id, handler, true AS in_key_range
@@ -48,7 +52,11 @@ WITH old AS MATERIALIZED (
     DELETE FROM /*schema*/processed_events AS p
      USING old
      WHERE p.event_id = old.event_id AND p.handler = old.handler
-    RETURNING p.event_id
+    RETURNING p.event_id, p.handler
+), parked_gone AS (
+    DELETE FROM /*schema*/parked_events AS pe
+     USING gone
+     WHERE pe.event_id = gone.event_id AND pe.handler = gone.handler
 )
 -- uuid_out is fixed-width lower-case hex, so text order is uuid order.
 SELECT (SELECT count(*) FROM gone) AS deleted,

@@ -59,6 +59,11 @@ GRANT SELECT, INSERT, UPDATE, DELETE ON /*schema*/processed_events TO outbox_con
 GRANT SELECT, INSERT, UPDATE ON /*schema*/dead_letters TO outbox_consumer;
 GRANT SELECT, INSERT, UPDATE ON /*schema*/handlers TO outbox_consumer;
 GRANT SELECT ON /*schema*/schema_migrations TO outbox_consumer;
+-- Ordered schemas: each handler's progress per aggregate and its parked events (0017).
+GRANT SELECT, INSERT, UPDATE ON /*schema*/handler_progress TO outbox_consumer;
+GRANT SELECT ON /*schema*/handler_baselines TO outbox_consumer;
+GRANT SELECT, INSERT, UPDATE, DELETE ON /*schema*/parked_events TO outbox_consumer;
+GRANT EXECUTE ON FUNCTION /*schema*/ledger_order_baseline(text) TO outbox_consumer;
 
 GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA /*schema_name*/ TO outbox_admin;
 GRANT USAGE ON ALL SEQUENCES IN SCHEMA /*schema_name*/ TO outbox_admin;

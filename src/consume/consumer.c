@@ -19,6 +19,7 @@
 #include "consumer_internal.h"
 #include "consumer_offer.h"
 #include "message_check.h"
+#include "parked_feed.h"
 #include "store/store.h"
 #include "support/log.h"
 #include "support/nats_auth.h"
@@ -32,6 +33,12 @@ enum {
     PRUNE_BATCHES_PER_PASS = 20,
     SAMPLE_EVERY_MS = 10000,     /* the dead-letter gauges' sample period */
     OUTAGE_LOG_EVERY_MS = 60000, /* a handler outage that lasts is logged again this often */
+    PARK_SWEEP_EVERY_MS = 1000,  /* parked events a dead replica would have run, this late */
+    PARK_SWEEP_ROUNDS = 64,      /* parked batches per handler and sweep, so feeds go on */
+    /* A sweep's lease on the parked events it took, renewed while they run.
+     * Short: a replica that dies holding it holds up those aggregates this
+     * long. Two sweeps that meet on one event are kept apart by its claim. */
+    PARK_LEASE_MAX_S = 10,
 };
 
 /* The ledger's connection broke: the next turn reconnects it. */
@@ -202,6 +209,7 @@ read_envelopes(struct outbox_consumer *c, const struct obx_feed_batch *b, struct
         }
         v[i].event_id = v[i].env.head.id;
         v[i].aggregate_id = v[i].env.head.aggregate_id;
+        c->batch_ordered += v[i].env.head.aggregate_seq > 0;
     }
     obx_worker_count(&c->w, OUTBOX_CONSUMER_REFUSED, refused);
 }
@@ -323,7 +331,7 @@ offer_to_handlers(struct outbox_consumer *c, struct obx_feed_batch *b, struct ob
  * only after finishing the batch, whose messages still use its connection.
  */
 static outbox_status
-settle(struct outbox_consumer *c, struct obx_feed_batch *b, const struct obx_msg_verdict *v,
+settle(struct obx_feed *feed, struct obx_feed_batch *b, const struct obx_msg_verdict *v,
        outbox_error *err)
 {
     enum obx_settle *what = calloc(b->count, sizeof(*what));
@@ -344,7 +352,7 @@ settle(struct outbox_consumer *c, struct obx_feed_batch *b, const struct obx_msg
             what[i] = OBX_SETTLE_TERM;
         }
     }
-    st = c->feed->ops->settle(c->feed, b, what, delay, err);
+    st = feed->ops->settle(feed, b, what, delay, err);
     free(what);
     free(delay);
     return st;
@@ -379,12 +387,12 @@ prune_outbox(struct outbox_consumer *c)
     obx_store_close(store);
 }
 
-/* Each handler's waiting dead letters, for the gauges, every few seconds. */
+/* Each handler's waiting dead letters and parked events, for the gauges, every few seconds. */
 static void
-maybe_sample_dead_letters(struct outbox_consumer *c)
+maybe_sample_handler_gauges(struct outbox_consumer *c)
 {
     const char *names[OBX_MAX_HANDLERS];
-    long long counts[OBX_MAX_HANDLERS];
+    struct obx_handler_gauges gauges[OBX_MAX_HANDLERS];
     long long now = obx_monotonic_ms();
     outbox_error err = {0};
 
@@ -395,7 +403,7 @@ maybe_sample_dead_letters(struct outbox_consumer *c)
     for (int h = 0; h < c->handler_count; h++) {
         names[h] = c->handlers[h].name;
     }
-    if (obx_ledger_dead_counts(c->ledger, names, (size_t)c->handler_count, counts, &err) !=
+    if (obx_ledger_handler_gauges(c->ledger, names, (size_t)c->handler_count, gauges, &err) !=
         OUTBOX_OK) {
         if (err.code == OUTBOX_EUNAVAILABLE) {
             drop_ledger(c, &err);
@@ -404,7 +412,11 @@ maybe_sample_dead_letters(struct outbox_consumer *c)
     }
     pthread_mutex_lock(&c->w.stats_lock);
     for (int h = 0; h < c->handler_count; h++) {
-        c->handler_stats[h][OUTBOX_HANDLER_DEAD_LETTERS] = (unsigned long long)counts[h];
+        c->handler_stats[h][OUTBOX_HANDLER_DEAD_LETTERS] =
+            (unsigned long long)gauges[h].dead_letters;
+        c->handler_stats[h][OUTBOX_HANDLER_PARKED] = (unsigned long long)gauges[h].parked;
+        c->handler_stats[h][OUTBOX_HANDLER_OLDEST_PARKED_SECONDS] =
+            (unsigned long long)gauges[h].oldest_parked_seconds;
     }
     pthread_mutex_unlock(&c->w.stats_lock);
 }
@@ -479,13 +491,108 @@ handle_batch(struct outbox_consumer *c, struct obx_feed_batch *b, outbox_error *
     offer_to_handlers(c, b, v);
     crash_if_asked(c);
     set_handling(c, 0); /* the ledger holds every outcome now; settling is a courtesy */
-    st = settle(c, b, v, err);
+    st = settle(c->feed, b, v, err);
     obx_worker_observe(&c->w, OUTBOX_CONSUMER_BATCH_SECONDS, obx_monotonic_seconds() - started);
     for (size_t i = 0; i < b->count; i++) {
         obx_envelope_fini(&v[i].env);
     }
     free(v);
     return st;
+}
+
+/*
+ * One parked batch of handler `h` (parked_feed.h): its events whose
+ * predecessor is now done or skipped, offered to that handler only, through
+ * the ledger like delivered messages, then settled (ack removes the parked
+ * row). Returns how many it took; 0 when none, or the ledger failed.
+ */
+static size_t
+sweep_parked_batch(struct outbox_consumer *c, int h)
+{
+    int lease_s = c->w.cfg.ledger_lease_seconds < PARK_LEASE_MAX_S
+                      ? (int)c->w.cfg.ledger_lease_seconds
+                      : PARK_LEASE_MAX_S;
+    struct obx_feed *pf = obx_parked_feed_open(c->ledger, c->handlers[h].name, lease_s);
+    struct obx_feed_batch b = {0};
+    struct obx_msg_verdict *v = NULL;
+    struct obx_offer_tally tally = {0};
+    outbox_error err = {0};
+    size_t taken = 0;
+
+    if (pf == NULL) {
+        return 0;
+    }
+    if (pf->ops->fetch(pf, (size_t)c->w.cfg.batch_size, 0, &b, &err) != OUTBOX_OK || b.count == 0 ||
+        (v = calloc(b.count, sizeof(*v))) == NULL) {
+        if (err.code == OUTBOX_EUNAVAILABLE) {
+            drop_ledger(c, &err);
+        }
+        pf->ops->batch_fini(pf, &b);
+        pf->ops->close(pf);
+        return 0;
+    }
+    taken = b.count;
+    if (c->hooks.crash_after_parked_take) {
+        obx_log(OUTBOX_LOG_ERROR, "crashing on purpose after a parked take consumer=%s taken=%zu",
+                c->w.name, taken);
+        abort();
+    }
+    set_handling(c, 1); /* handlers run: a stop waits for them as for a fetched batch */
+    read_envelopes(c, &b, v);
+    {
+        struct obx_offer_env env = {.ledger = c->ledger,
+                                    .feed = pf,
+                                    .cfg = &c->w.cfg,
+                                    .jitter_seed = &c->jitter_seed,
+                                    .keeper = c->keeper};
+
+        if (obx_consumer_offer(&env, &c->handlers[h], &b, v, &tally, &err) != OUTBOX_OK) {
+            redeliver_all(&b, v); /* the parked rows stay; their lease runs out */
+            if (err.code == OUTBOX_EUNAVAILABLE) {
+                drop_ledger(c, &err);
+            }
+            taken = 0;
+        }
+    }
+    set_handling(c, 0);
+    add_tally(c, h, &tally);
+    if (taken > 0 && settle(pf, &b, v, &err) != OUTBOX_OK && err.code == OUTBOX_EUNAVAILABLE) {
+        drop_ledger(c, &err);
+        taken = 0;
+    }
+    for (size_t i = 0; i < b.count; i++) {
+        obx_envelope_fini(&v[i].env);
+    }
+    free(v);
+    pf->ops->batch_fini(pf, &b);
+    pf->ops->close(pf);
+    return taken;
+}
+
+/*
+ * Parked events run as soon as their predecessor is done, by whichever
+ * replica finishes it: after a batch with ordered events (its done marks
+ * are committed by now), and every PARK_SWEEP_EVERY_MS, for a replica that
+ * died between a done mark and its sweep. Each handler's ready events are
+ * taken batch after batch, since running one readies the next.
+ */
+static void
+maybe_sweep_parked(struct outbox_consumer *c, int after_ordered)
+{
+    long long now = obx_monotonic_ms();
+
+    if (!after_ordered && now < c->next_sweep_ms) {
+        return;
+    }
+    c->next_sweep_ms = now + PARK_SWEEP_EVERY_MS;
+    for (int h = 0; h < c->handler_count; h++) {
+        for (int round = 0; round < PARK_SWEEP_ROUNDS && c->db.up && !obx_worker_stopping(&c->w);
+             round++) {
+            if (sweep_parked_batch(c, h) == 0) {
+                break;
+            }
+        }
+    }
 }
 
 static void
@@ -495,11 +602,15 @@ run_loop(struct outbox_consumer *c)
         struct obx_feed_batch batch = {0};
         outbox_error err = {0};
 
-        if (!ensure_ledger(c) || !ensure_feed(c)) {
+        if (!ensure_ledger(c)) {
+            continue;
+        }
+        maybe_sweep_parked(c, 0); /* parked events need no broker: they run while it is away */
+        if (!ensure_feed(c)) {
             continue;
         }
         maybe_maintain(c);
-        maybe_sample_dead_letters(c);
+        maybe_sample_handler_gauges(c);
         if (c->feed->ops->fetch(c->feed, (size_t)c->w.cfg.batch_size, c->w.cfg.poll_max_ms, &batch,
                                 &err) != OUTBOX_OK) {
             feed_down(c, &err);
@@ -507,11 +618,15 @@ run_loop(struct outbox_consumer *c)
             continue;
         }
         obx_worker_link_up(&c->w, &c->feed_link, "available", NULL);
+        c->batch_ordered = 0;
         if (batch.count > 0 && handle_batch(c, &batch, &err) != OUTBOX_OK &&
             err.code == OUTBOX_EUNAVAILABLE) {
             feed_down(c, &err); /* unsettled messages come back after ack_wait or the lease */
         }
         c->feed->ops->batch_fini(c->feed, &batch);
+        if (c->batch_ordered > 0 && c->db.up) {
+            maybe_sweep_parked(c, 1);
+        }
     }
 }
 

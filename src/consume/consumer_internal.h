@@ -20,7 +20,7 @@
 enum {
     OBX_CONSUMER_STAT_COUNT = OUTBOX_CONSUMER_REFUSED + 1,
     OBX_CONSUMER_HISTOGRAM_COUNT = OUTBOX_CONSUMER_BATCH_SECONDS + 1,
-    OBX_HANDLER_STAT_COUNT = OUTBOX_HANDLER_DEAD_LETTERS + 1,
+    OBX_HANDLER_STAT_COUNT = OUTBOX_HANDLER_OLDEST_PARKED_SECONDS + 1,
 };
 
 struct outbox_consumer {
@@ -34,6 +34,8 @@ struct outbox_consumer {
     struct obx_claim_keeper *keeper; /* with external handlers, while running; else NULL */
     long long next_maintenance_ms;   /* monotonic time of the next ledger prune */
     long long next_sample_ms;        /* monotonic time of the next dead-letter sample */
+    long long next_sweep_ms;         /* monotonic time of the next sweep of parked events */
+    size_t batch_ordered;            /* ordered events in the batch in hand */
     unsigned long long handler_stats[OBX_MAX_HANDLERS][OBX_HANDLER_STAT_COUNT]; /* w.stats_lock */
     unsigned int jitter_seed;       /* rand_r() state, its own per replica; the run thread's */
     long long outage_since_ms;      /* monotonic start of handler runs given back; 0: none */

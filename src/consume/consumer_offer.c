@@ -55,6 +55,27 @@ struct offer {
     long only_msg;                  /* a second chance: this batch message only; else -1 */
 };
 
+/*
+ * The event's aggregate_seq if `h` is given every event of its aggregate
+ * type (no filter, or one that covers {prefix}.{aggregate_type}.>); else 0,
+ * unordered: a handler of some event types only is never given the numbers
+ * between, so it could not wait for them.
+ */
+static long long
+ordered_for(const struct obx_handler *h, const struct obx_feed_msg *m,
+            const struct obx_envelope_head *head)
+{
+    size_t route = strlen(head->event_type) + 1, len = m->subject ? strlen(m->subject) : 0;
+
+    if (head->aggregate_seq <= 0 || h->filter == NULL) {
+        return head->aggregate_seq;
+    }
+    /* The message check made the subject {prefix}.{aggregate_type}.{event_type}. */
+    return len > route && obx_subject_filter_covers(h->filter, m->subject, len - route)
+               ? head->aggregate_seq
+               : 0;
+}
+
 static int
 offer_init(struct offer *o)
 {
@@ -82,15 +103,24 @@ offer_init(struct offer *o)
             continue;
         }
         o->verdicts[i].matched += o->only_msg < 0;
+        o->tally->ordered += o->verdicts[i].env.head.aggregate_seq > 0;
         o->msg_index[o->count] = i;
-        o->events[o->count++] =
-            (struct obx_ledger_event){.event_id = o->verdicts[i].event_id, .envelope = m->envelope};
+        o->events[o->count++] = (struct obx_ledger_event){
+            .event_id = o->verdicts[i].event_id,
+            .envelope = m->envelope,
+            /* Ordered: the ledger checks the aggregate's order, and may park it to run later. */
+            .aggregate_seq = ordered_for(o->h, m, &o->verdicts[i].env.head),
+            .aggregate_type = o->verdicts[i].env.head.aggregate_type,
+            .aggregate_id = o->verdicts[i].env.head.aggregate_id,
+            .message_id = m->event_id,
+            .subject = m->subject};
     }
     return 0;
 }
 
 struct keyed_slot {
     const char *key; /* the aggregate id */
+    long long seq;   /* its aggregate_seq; 0: unordered */
     const char *event_id;
     size_t msg_index;
     struct obx_ledger_event event;
@@ -102,6 +132,9 @@ by_aggregate_then_event(const void *a, const void *b)
     const struct keyed_slot *x = a, *y = b;
     int c = strcmp(x->key, y->key);
 
+    if (c == 0 && x->seq != y->seq) {
+        return x->seq < y->seq ? -1 : 1; /* an aggregate's next event first: the rest park */
+    }
     return c != 0 ? c : strcmp(x->event_id, y->event_id);
 }
 
@@ -131,6 +164,7 @@ sort_by_aggregate(struct offer *o, int (*order)(const void *, const void *))
     }
     for (size_t k = 0; k < o->count; k++) {
         ks[k].key = o->verdicts[o->msg_index[k]].aggregate_id;
+        ks[k].seq = o->events[k].aggregate_seq;
         ks[k].event_id = o->events[k].event_id;
         ks[k].msg_index = o->msg_index[k];
         ks[k].event = o->events[k];
@@ -191,6 +225,9 @@ apply_claim_states_in(struct offer *o, size_t from, size_t to)
         case OBX_CLAIM_BACKOFF:
             obx_verdict_nak(verdict(o, k), o->claims[k].defer_ms > 0 ? o->claims[k].defer_ms : 1);
             deferred++;
+            break;
+        case OBX_CLAIM_PARKED:
+            o->tally->parked++; /* kept in the ledger, runs after its predecessor: ack */
             break;
         case OBX_CLAIM_RUN:
             break;

@@ -32,6 +32,8 @@ struct obx_offer_tally {
     unsigned long long conflicts; /* of those, held by another replica */
     unsigned long long outages;   /* runs given back: the database or an endpoint was away */
     unsigned long long lost;      /* external runs whose claim was lost while they ran */
+    unsigned long long parked;    /* ordered events parked until their predecessor is done */
+    unsigned long long ordered;   /* ordered events offered (a sweep of parked ones follows) */
     char outage_reason[256];      /* the last of those outages, for the log */
 };
 

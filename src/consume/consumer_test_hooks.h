@@ -15,6 +15,8 @@ struct obx_consumer_test_hooks {
                                     * messages are settled (FAULTS T07) */
     int stall_on_stop_ms;          /* > 0: once stopped, closing takes this long, as a
                                     * broker that stopped answering can make it */
+    int crash_after_parked_take;   /* 1: abort() once a sweep has leased parked events,
+                                    * before it runs them */
 };
 
 /* Installs `hooks` (copied) on a consumer that is not running yet. */

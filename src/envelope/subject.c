@@ -163,6 +163,37 @@ obx_subject_matches(const char *filter, const char *subject)
     }
 }
 
+int
+obx_subject_filter_covers(const char *filter, const char *prefix, size_t prefix_len)
+{
+    const char *end = prefix + prefix_len;
+
+    for (;;) {
+        size_t flen = token_len(filter), plen = 0;
+
+        if (flen == 1 && filter[0] == '>' && filter[1] == '\0') {
+            return 1; /* whatever follows */
+        }
+        if (prefix >= end) {
+            return 0; /* the filter names tokens past the prefix: some event types only */
+        }
+        while (prefix + plen < end && prefix[plen] != '.') {
+            plen++;
+        }
+        if (flen == 0 || (!(flen == 1 && filter[0] == '*') &&
+                          (flen != plen || strncmp(filter, prefix, flen) != 0))) {
+            return 0;
+        }
+        filter += flen;
+        prefix += plen;
+        if (*filter == '\0') {
+            return 0; /* the filter ends where the subject goes on */
+        }
+        filter++;
+        prefix += prefix < end; /* the dot */
+    }
+}
+
 outbox_status
 obx_subject_filter_check(const char *filter, outbox_error *err)
 {

@@ -42,6 +42,14 @@ outbox_status obx_subject_build(const char *prefix, const char *aggregate_type,
  */
 int obx_subject_matches(const char *filter, const char *subject);
 
+/*
+ * True if `filter` matches every subject that starts with the first
+ * `prefix_len` bytes of `prefix` followed by one or more tokens: a handler
+ * with such a filter for {prefix}.{aggregate_type} is given all of that
+ * aggregate type's events, whatever their event_type.
+ */
+int obx_subject_filter_covers(const char *filter, const char *prefix, size_t prefix_len);
+
 /* Checks a handler's subject filter (tokens, `*`, a final `>`). */
 outbox_status obx_subject_filter_check(const char *filter, outbox_error *err);
 

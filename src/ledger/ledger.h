@@ -42,6 +42,8 @@ enum obx_claim_state {
     OBX_CLAIM_BUSY,    /* a live claim elsewhere: defer `defer_ms` (to its lease end) */
     OBX_CLAIM_BACKOFF, /* failed before, next try not yet due: defer `defer_ms` */
     OBX_CLAIM_DEAD,    /* dead-lettered for this handler: skip, terminate the message */
+    OBX_CLAIM_PARKED,  /* ordered, its predecessor not done yet: kept in the ledger to run
+                        * later (obx_ledger_parked_take), ack the message */
 };
 
 struct obx_claim {
@@ -58,6 +60,14 @@ int obx_ledger_handler_name_valid(const char *name);
 struct obx_ledger_event {
     const char *event_id;
     const char *envelope; /* JSON text; stored with a dead letter */
+    /* Ordered events (migration 0017): aggregate_seq > 0 runs only after its aggregate's
+     * aggregate_seq - 1 is done (or skipped) for the handler, and is parked otherwise, with
+     * its message id and subject, to run later. 0: unordered, the rest is not read. */
+    long long aggregate_seq;
+    const char *aggregate_type;
+    const char *aggregate_id;
+    const char *message_id; /* as delivered (Nats-Msg-Id); NULL: the event id */
+    const char *subject;
 };
 
 /*
@@ -86,6 +96,14 @@ outbox_status obx_ledger_claim(struct obx_ledger *ledger, const char *handler,
                                outbox_error *err);
 
 /*
+ * With ordered events in the batch (aggregate_seq > 0) the claim checks
+ * their order in the same statement: per aggregate the handler's progress
+ * row is locked, the next event may run (RUN or the other states), and a
+ * later one is PARKED (kept with its envelope, to be acked). A batch with
+ * no ordered event takes the plain claim, as before.
+ */
+
+/*
  * As obx_ledger_claim, but the RUN claims are written straight as done:
  * the fast path of a transactional batch, which commits only if every
  * handler returned DONE and is rolled back otherwise. Needs an open
@@ -99,6 +117,7 @@ outbox_status obx_ledger_claim_as_done(struct obx_ledger *ledger, const char *ha
  * Marks done the claims in `claims` whose state is RUN (others are
  * skipped), guarded by owner token. `*marked` receives how many rows
  * changed: fewer than asked means a claim was taken over meanwhile.
+ * Ordered events move their aggregate's progress on in the same statement.
  */
 outbox_status obx_ledger_mark_done(struct obx_ledger *ledger, const char *handler,
                                    const struct obx_ledger_event *events,
@@ -166,12 +185,20 @@ outbox_status obx_ledger_run_sql(struct obx_ledger *ledger, const char *statemen
  * inside the ledger's transaction; NULL while disconnected. Borrowed: the
  * handler must not begin, commit, roll back or close it.
  */
+/* What a handler has waiting in the ledger, for its gauges. */
+struct obx_handler_gauges {
+    long long dead_letters;          /* that no one requeued */
+    long long parked;                /* early events waiting for their predecessor */
+    long long oldest_parked_seconds; /* how long the oldest of those has waited; 0: none */
+};
+
 /*
- * How many dead letters each of `count` handlers has that no one requeued:
- * `counts[i]` for `names[i]` (0 when none). Names must be valid handler names.
+ * Each of `count` handlers' gauges: `out[i]` for `names[i]` (zeros when it
+ * has nothing). Names must be valid handler names.
  */
-outbox_status obx_ledger_dead_counts(struct obx_ledger *ledger, const char *const *names,
-                                     size_t count, long long *counts, outbox_error *err);
+outbox_status obx_ledger_handler_gauges(struct obx_ledger *ledger, const char *const *names,
+                                        size_t count, struct obx_handler_gauges *out,
+                                        outbox_error *err);
 
 PGconn *obx_ledger_connection(struct obx_ledger *ledger);
 
@@ -227,5 +254,42 @@ outbox_status obx_ledger_register(struct obx_ledger *ledger,
  */
 outbox_status obx_ledger_prune(struct obx_ledger *ledger, long long retention_seconds, int limit,
                                struct obx_prune_cursor *cursor, size_t *deleted, outbox_error *err);
+
+/* Parked events a sweep leased to run (migration 0017). Strings owned by the set. */
+struct obx_parked {
+    char event_id[37];
+    char lease_token[37];
+    char *message_id;
+    char *subject;
+    char *envelope;
+    size_t envelope_len;
+};
+
+struct obx_parked_set {
+    size_t count;
+    struct obx_parked *rows;
+};
+
+/*
+ * Leases up to `max` of `handler`'s parked events whose predecessor is
+ * now done or skipped, for `lease_seconds`, into `out` (free it with
+ * obx_parked_set_fini, also on failure). Call it outside a transaction.
+ */
+outbox_status obx_ledger_parked_take(struct obx_ledger *ledger, const char *handler, int max,
+                                     int lease_seconds, struct obx_parked_set *out,
+                                     outbox_error *err);
+void obx_parked_set_fini(struct obx_parked_set *set);
+
+/*
+ * Settles parked events a sweep took: delay_ms[i] < 0 removes row i (done
+ * or dead-lettered), >= 0 gives it back to be taken again after that long.
+ * With `extend_seconds` > 0 instead, every lease is extended that far (a
+ * long handler still runs; delay_ms is not read). Guarded by each lease
+ * token: a row parked again since is left alone.
+ */
+outbox_status obx_ledger_parked_settle(struct obx_ledger *ledger, const char *handler,
+                                       const struct obx_parked *const *rows,
+                                       const long long *delay_ms, size_t count, int extend_seconds,
+                                       outbox_error *err);
 
 #endif

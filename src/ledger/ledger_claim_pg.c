@@ -113,7 +113,7 @@ state_from_text(const char *text, enum obx_claim_state *state)
         enum obx_claim_state state;
     } states[] = {
         {"run", OBX_CLAIM_RUN},         {"done", OBX_CLAIM_DONE}, {"busy", OBX_CLAIM_BUSY},
-        {"backoff", OBX_CLAIM_BACKOFF}, {"dead", OBX_CLAIM_DEAD},
+        {"backoff", OBX_CLAIM_BACKOFF}, {"dead", OBX_CLAIM_DEAD}, {"parked", OBX_CLAIM_PARKED},
     };
 
     for (size_t i = 0; i < sizeof(states) / sizeof(states[0]); i++) {
@@ -170,8 +170,9 @@ claim(struct obx_ledger *ledger, const char *handler, const struct obx_ledger_ev
       outbox_error *err)
 {
     char lease_text[16], wait_text[16];
-    const char *params[] = {handler, NULL, lease_text, wait_text, as_done ? "true" : "false"};
-    struct obx_buf ids;
+    const char *params[5 + OBX_ORDER_ARRAYS] = {handler, NULL, lease_text, wait_text,
+                                                as_done ? "true" : "false"};
+    struct obx_buf ids, order[OBX_ORDER_ARRAYS];
     PGresult *res = NULL;
     outbox_status status;
 
@@ -185,6 +186,9 @@ claim(struct obx_ledger *ledger, const char *handler, const struct obx_ledger_ev
         return status;
     }
     obx_buf_init(&ids);
+    for (size_t a = 0; a < OBX_ORDER_ARRAYS; a++) {
+        obx_buf_init(&order[a]);
+    }
     status = ids_literal(events, count, &ids, err);
     if (status != OUTBOX_OK) {
         goto done;
@@ -192,13 +196,29 @@ claim(struct obx_ledger *ledger, const char *handler, const struct obx_ledger_ev
     snprintf(lease_text, sizeof(lease_text), "%d", lease_seconds);
     snprintf(wait_text, sizeof(wait_text), "%d", lock_wait_ms);
     params[1] = ids.data;
-    res = obx_pg_session_exec(&ledger->pg, OBX_LEDGER_CLAIM, params, 5);
+    if (!obx_ledger_events_ordered(events, count)) {
+        /* No ordered event: the plain claim, not a statement more for unordered batches. */
+        res = obx_pg_session_exec(&ledger->pg, OBX_LEDGER_CLAIM, params, 5);
+    } else {
+        status = obx_ledger_order_arrays(events, NULL, count, 1, order, err);
+        if (status != OUTBOX_OK) {
+            goto done;
+        }
+        for (size_t a = 0; a < OBX_ORDER_ARRAYS; a++) {
+            params[5 + a] = order[a].data;
+        }
+        res = obx_pg_session_exec(&ledger->pg, OBX_LEDGER_CLAIM_ORDERED, params,
+                                  5 + OBX_ORDER_ARRAYS);
+    }
     status = obx_pg_session_check(&ledger->pg, res, "claim", err);
     if (status == OUTBOX_OK) {
         status = claims_take(res, count, out, err);
     }
 done:
     PQclear(res);
+    for (size_t a = 0; a < OBX_ORDER_ARRAYS; a++) {
+        obx_buf_fini(&order[a]);
+    }
     obx_buf_fini(&ids);
     return status;
 }
@@ -257,10 +277,11 @@ obx_ledger_mark_done(struct obx_ledger *ledger, const char *handler,
                      const struct obx_ledger_event *events, const struct obx_claim *claims,
                      size_t count, size_t *marked, outbox_error *err)
 {
-    struct obx_buf arrays[2];
-    const char *params[3] = {handler};
+    struct obx_buf arrays[5]; /* ids, tokens; with ordered events their aggregates */
+    const char *params[6] = {handler};
     PGresult *res = NULL;
     size_t runs = 0;
+    int ordered = obx_ledger_events_ordered(events, count);
     outbox_status status;
 
     obx_error_reset(err);
@@ -268,8 +289,9 @@ obx_ledger_mark_done(struct obx_ledger *ledger, const char *handler,
     if (status != OUTBOX_OK) {
         return status;
     }
-    obx_buf_init(&arrays[0]);
-    obx_buf_init(&arrays[1]);
+    for (size_t a = 0; a < 5; a++) {
+        obx_buf_init(&arrays[a]);
+    }
     status = done_arrays(events, claims, count, arrays, &runs);
     if (status != OUTBOX_OK) {
         obx_fail(err, status, "mark done: %s",
@@ -287,15 +309,28 @@ obx_ledger_mark_done(struct obx_ledger *ledger, const char *handler,
     }
     params[1] = arrays[0].data;
     params[2] = arrays[1].data;
-    res = obx_pg_session_exec(&ledger->pg, OBX_LEDGER_MARK_DONE, params, 3);
+    if (!ordered) {
+        res = obx_pg_session_exec(&ledger->pg, OBX_LEDGER_MARK_DONE, params, 3);
+    } else {
+        /* The aggregates' progress moves on with the done mark, in one statement. */
+        status = obx_ledger_order_arrays(events, claims, count, 0, &arrays[2], err);
+        if (status != OUTBOX_OK) {
+            goto done;
+        }
+        params[3] = arrays[2].data;
+        params[4] = arrays[3].data;
+        params[5] = arrays[4].data;
+        res = obx_pg_session_exec(&ledger->pg, OBX_LEDGER_MARK_DONE_ORDERED, params, 6);
+    }
     status = obx_pg_session_check(&ledger->pg, res, "mark done", err);
     if (status == OUTBOX_OK) {
-        *marked = (size_t)strtoul(PQcmdTuples(res), NULL, 10);
+        *marked = (size_t)strtoul(ordered ? PQgetvalue(res, 0, 0) : PQcmdTuples(res), NULL, 10);
     }
 done:
     PQclear(res);
-    obx_buf_fini(&arrays[1]);
-    obx_buf_fini(&arrays[0]);
+    for (size_t a = 0; a < 5; a++) {
+        obx_buf_fini(&arrays[a]);
+    }
     return status;
 }
 

@@ -77,6 +77,11 @@ obx_ledger_register(struct obx_ledger *ledger, const struct obx_ledger_registrat
             status = obx_pg_session_run(&ledger->pg, OBX_LEDGER_REGISTER, params, 6,
                                         "register handlers", err);
         }
+        if (status == OUTBOX_OK) {
+            /* Where each new handler's per-aggregate order starts (migration 0017). */
+            status = obx_pg_session_run(&ledger->pg, OBX_LEDGER_ORDER_BASELINE, params, 1,
+                                        "take order baselines", err);
+        }
     }
     obx_buf_fini(&filters);
     obx_buf_fini(&names);

@@ -19,9 +19,14 @@ enum obx_ledger_sql {
     OBX_LEDGER_RECORD_FAILURE,
     OBX_LEDGER_RELEASE,
     OBX_LEDGER_PRUNE,
-    OBX_LEDGER_DEAD_COUNTS,
+    OBX_LEDGER_HANDLER_GAUGES,
     OBX_LEDGER_REGISTER,
     OBX_LEDGER_RENEW,
+    OBX_LEDGER_CLAIM_ORDERED,
+    OBX_LEDGER_MARK_DONE_ORDERED,
+    OBX_LEDGER_PARKED_TAKE,
+    OBX_LEDGER_PARKED_SETTLE,
+    OBX_LEDGER_ORDER_BASELINE,
     OBX_LEDGER_SQL_COUNT
 };
 
@@ -43,5 +48,23 @@ struct obx_ledger {
  */
 outbox_status obx_ledger_require_transaction(struct obx_ledger *ledger, int aborted_ok,
                                              const char *doing, outbox_error *err);
+
+/* The ordered claim's arrays: aggregate type, id and seq; message id, subject, envelope. */
+enum { OBX_ORDER_ARRAYS = 6 };
+
+struct obx_buf;
+
+/* 1 if any of the events is ordered (aggregate_seq > 0). */
+int obx_ledger_events_ordered(const struct obx_ledger_event *events, size_t count);
+
+/*
+ * Appends to each of `arrays` (OBX_ORDER_ARRAYS of them with
+ * `with_message`, else the first 3) the {...} literal of that column of
+ * the events (NULL elements for unordered ones); with `claims`, of the RUN
+ * claims only, in the order done marks list them.
+ */
+outbox_status obx_ledger_order_arrays(const struct obx_ledger_event *events,
+                                      const struct obx_claim *claims, size_t count,
+                                      int with_message, struct obx_buf *arrays, outbox_error *err);
 
 #endif

@@ -37,9 +37,14 @@ static const char *const sql_templates[OBX_LEDGER_SQL_COUNT] = {
     [OBX_LEDGER_RECORD_FAILURE] = obx_sql_ledger_record_failure,
     [OBX_LEDGER_RELEASE] = obx_sql_ledger_release,
     [OBX_LEDGER_PRUNE] = obx_sql_ledger_prune,
-    [OBX_LEDGER_DEAD_COUNTS] = obx_sql_ledger_dead_counts,
+    [OBX_LEDGER_HANDLER_GAUGES] = obx_sql_ledger_handler_gauges,
     [OBX_LEDGER_REGISTER] = obx_sql_ledger_register_handlers,
     [OBX_LEDGER_RENEW] = obx_sql_ledger_renew,
+    [OBX_LEDGER_CLAIM_ORDERED] = obx_sql_ledger_claim_ordered,
+    [OBX_LEDGER_MARK_DONE_ORDERED] = obx_sql_ledger_mark_done_ordered,
+    [OBX_LEDGER_PARKED_TAKE] = obx_sql_ledger_parked_take,
+    [OBX_LEDGER_PARKED_SETTLE] = obx_sql_ledger_parked_settle,
+    [OBX_LEDGER_ORDER_BASELINE] = obx_sql_ledger_order_baseline,
 };
 
 void

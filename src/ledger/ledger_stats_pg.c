@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * ledger_stats_pg.c - what the ledger tells the consumer's gauges: each
- * handler's dead letters still waiting for an operator. Sampled on the
- * consumer's maintenance tick, never on the claim path.
+ * handler's dead letters still waiting for an operator, and its parked
+ * events. Sampled on the consumer's maintenance tick, never on the claim
+ * path.
  */
 #include "ledger.h"
 
@@ -18,8 +19,8 @@
 #include "common/banned.h" /* last: poisons unsafe functions */
 
 outbox_status
-obx_ledger_dead_counts(struct obx_ledger *ledger, const char *const *names, size_t count,
-                       long long *counts, outbox_error *err)
+obx_ledger_handler_gauges(struct obx_ledger *ledger, const char *const *names, size_t count,
+                          struct obx_handler_gauges *out, outbox_error *err)
 {
     struct obx_buf list;
     const char *params[1];
@@ -27,7 +28,7 @@ obx_ledger_dead_counts(struct obx_ledger *ledger, const char *const *names, size
     outbox_status status;
 
     obx_error_reset(err);
-    memset(counts, 0, count * sizeof(*counts));
+    memset(out, 0, count * sizeof(*out));
     status = obx_pg_session_require(&ledger->pg, err);
     if (status != OUTBOX_OK || count == 0) {
         return status;
@@ -41,15 +42,18 @@ obx_ledger_dead_counts(struct obx_ledger *ledger, const char *const *names, size
     obx_buf_append_str(&list, "}");
     if (obx_buf_failed(&list)) {
         obx_buf_fini(&list);
-        return obx_fail(err, OUTBOX_ENOMEM, "dead letter counts: out of memory");
+        return obx_fail(err, OUTBOX_ENOMEM, "handler gauges: out of memory");
     }
     params[0] = list.data;
-    res = obx_pg_session_exec(&ledger->pg, OBX_LEDGER_DEAD_COUNTS, params, 1);
-    status = obx_pg_session_check(&ledger->pg, res, "count dead letters", err);
+    res = obx_pg_session_exec(&ledger->pg, OBX_LEDGER_HANDLER_GAUGES, params, 1);
+    status = obx_pg_session_check(&ledger->pg, res, "read handler gauges", err);
     for (int r = 0; status == OUTBOX_OK && r < PQntuples(res); r++) {
         for (size_t i = 0; i < count; i++) {
             if (strcmp(PQgetvalue(res, r, 0), names[i]) == 0) {
-                counts[i] = strtoll(PQgetvalue(res, r, 1), NULL, 10);
+                out[i] = (struct obx_handler_gauges){
+                    .dead_letters = strtoll(PQgetvalue(res, r, 1), NULL, 10),
+                    .parked = strtoll(PQgetvalue(res, r, 2), NULL, 10),
+                    .oldest_parked_seconds = strtoll(PQgetvalue(res, r, 3), NULL, 10)};
             }
         }
     }

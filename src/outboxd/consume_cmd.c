@@ -307,6 +307,10 @@ consumer_extra_metrics(void *ctx, struct obx_buf *out)
          "handler failures (attempts spent), by handler"},
         {OUTBOX_HANDLER_DEAD_LETTERS, "outbox_dead_letters", "gauge",
          "dead letters waiting for an operator, by handler"},
+        {OUTBOX_HANDLER_PARKED, "outbox_consumer_parked_events", "gauge",
+         "ordered events parked until their predecessor is done, by handler"},
+        {OUTBOX_HANDLER_OLDEST_PARKED_SECONDS, "outbox_consumer_oldest_parked_seconds", "gauge",
+         "how long the oldest parked event has waited, by handler"},
     };
 
     for (size_t r = 0; r < sizeof(rows) / sizeof(rows[0]); r++) {

@@ -39,7 +39,8 @@ obx_test_hooks_apply_consumer(outbox_consumer *consumer)
 {
     struct obx_consumer_test_hooks h = {
         .crash_after_ledger_commit = env_number("OUTBOX_TEST_CRASH_AFTER_LEDGER_COMMIT") != 0,
-        .stall_on_stop_ms = (int)env_number("OUTBOX_TEST_STALL_ON_STOP_MS")};
+        .stall_on_stop_ms = (int)env_number("OUTBOX_TEST_STALL_ON_STOP_MS"),
+        .crash_after_parked_take = env_number("OUTBOX_TEST_CRASH_AFTER_PARKED_TAKE") != 0};
 
     obx_consumer_set_test_hooks(consumer, &h);
 }

@@ -18,7 +18,8 @@
 void obx_test_hooks_apply_relay(outbox_relay *relay);
 
 /* OUTBOX_TEST_CRASH_AFTER_LEDGER_COMMIT=1: the consumer aborts after a batch's
- * ledger commit, before its acks. */
+ * ledger commit, before its acks. OUTBOX_TEST_CRASH_AFTER_PARKED_TAKE=1: it
+ * aborts once a sweep has leased parked events, before running them. */
 void obx_test_hooks_apply_consumer(outbox_consumer *consumer);
 
 #endif

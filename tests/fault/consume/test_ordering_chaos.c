@@ -113,6 +113,13 @@ pipeline_init(struct pipeline *p, const char *bus, const char *tag, const char *
 {
     memset(p, 0, sizeof(*p));
     p->jetstream = strcmp(bus, "jetstream") == 0;
+    if (getenv("OUTBOX_TEST_ORDER_CHECK_OFF") != NULL) {
+        /* To show these tests see disorder: the consumers' order check turned off (every
+         * event counts as ready), the relays' heads left on. They must then fail. */
+        harness_exec(conn, "CREATE OR REPLACE FUNCTION outbox.ledger_order_ready(ready_handler "
+                           "text, ready_type text, ready_id uuid, done_seq bigint, seq bigint) "
+                           "RETURNS boolean LANGUAGE sql STABLE AS 'SELECT true'");
+    }
     p->handlers = handlers;
     snprintf(p->stream, sizeof(p->stream), "ORD_%s_%s", tag, p->jetstream ? "JS" : "DB");
     snprintf(p->prefix, sizeof(p->prefix), "ord%s%s", tag, p->jetstream ? "js" : "db");
@@ -155,6 +162,11 @@ pipeline_start(struct pipeline *p)
     for (int i = 0; i < REPLICAS; i++) {
         start_replica(p, i);
     }
+    /* A handler's order starts at its registration (docs/ordering.md, baseline): events
+     * published before it run once, unordered. Every pipeline here has audit and mailer. */
+    HARNESS_WAIT_UNTIL(harness_scalar_ll(conn, "SELECT count(*) FROM outbox.handler_baselines "
+                                               "WHERE handler IN ('audit', 'mailer')") == 2,
+                       30000);
 }
 
 /* The test's pipeline: a static, so that a failed test's teardown frees its settings. */
@@ -210,6 +222,38 @@ wait_settled(const struct pipeline *p, int timeout_ms)
 
     while (!settled(p)) {
         if (harness_now_ms() >= deadline) {
+            char *stuck = harness_scalar_text(
+                conn,
+                "SELECT coalesce(string_agg(format('%s %s seq %s: %s, %s attempt(s), "
+                "claimed until %s, next attempt %s, %s parked behind it', p.handler, p.event_id, "
+                "e.aggregate_seq, p.status, p.attempts, p.claimed_until, p.next_attempt_at, "
+                "(SELECT count(*) "
+                "FROM outbox.parked_events k WHERE k.handler = p.handler AND "
+                "k.aggregate_id = e.aggregate_id)), '; '), 'none') FROM "
+                "outbox.processed_events p JOIN outbox.events e ON e.id = p.event_id "
+                "WHERE p.status <> 'done'");
+
+            cr_log_error("not done: %s", stuck);
+            free(stuck);
+            stuck = harness_scalar_text(
+                conn, "SELECT coalesce(string_agg(format('%s %s: parked from seq %s (%s parked, "
+                      "lease %s), progress %s, predecessor %s', k.handler, k.aggregate_id, "
+                      "k.aggregate_seq, k.n, k.leased_until, g.last_seq, coalesce((SELECT "
+                      "p.status FROM outbox.processed_events p JOIN outbox.events e ON e.id = "
+                      "p.event_id WHERE p.handler = k.handler AND e.aggregate_id = k.aggregate_id "
+                      "AND e.aggregate_seq = k.aggregate_seq - 1), 'no ledger row')), '; '), "
+                      "'none') FROM (SELECT DISTINCT ON (handler, aggregate_id) *, count(*) OVER "
+                      "(PARTITION BY handler, aggregate_id) AS n FROM outbox.parked_events ORDER "
+                      "BY handler, aggregate_id, aggregate_seq) AS k LEFT JOIN "
+                      "outbox.handler_progress g ON g.handler = k.handler AND g.aggregate_id = "
+                      "k.aggregate_id");
+            cr_log_error("parked: %s", stuck);
+            free(stuck);
+            for (int i = 0; i < REPLICAS; i++) {
+                stuck = consume_test_log_tail(&p->replicas[i], 2500);
+                cr_log_error("replica %d's log ends:\n%s", i + 1, stuck);
+                free(stuck);
+            }
             cr_assert_fail(
                 "not settled after %d ms: audit ran %lld and mailer %lld of %lld committed "
                 "events; %lld rows unfinished, %lld of them waiting for their head; %lld "

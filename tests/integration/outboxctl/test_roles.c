@@ -179,6 +179,21 @@ Test(ctl_roles, each_role_does_its_job_and_nothing_more)
     consume_test_stop(&consumer, 10000);
     consume_test_expect_exactly_once(conn, "roles");
     consumer_conn = login("outbox_consumer");
+    /* Its registration took the handler's order baseline (migration 0016), and it may
+     * check an ordered event's order: an early one is parked. */
+    cr_assert_eq(harness_scalar_ll(conn, "SELECT count(*) FROM outbox.handler_baselines "
+                                         "WHERE handler = 'roles'"),
+                 1);
+    {
+        char *state = harness_scalar_text(
+            consumer_conn,
+            "SELECT state FROM outbox.ledger_claim_ordered('roles', "
+            "ARRAY[gen_random_uuid()], 30, 1000, false, ARRAY['order'], "
+            "ARRAY[gen_random_uuid()], ARRAY[2::bigint], ARRAY['m'], ARRAY['s'], ARRAY['{}'])");
+
+        cr_assert_str_eq(state, "parked");
+        free(state);
+    }
     denied(consumer_conn, "SELECT * FROM outbox.events");
     denied(consumer_conn, "UPDATE outbox.events SET status = 'done'");
     denied(consumer_conn, "DELETE FROM outbox.dead_letters");

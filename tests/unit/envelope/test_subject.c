@@ -102,6 +102,28 @@ Test(subject, filters_match_like_nats_subscriptions)
     cr_assert(!obx_subject_matches("*.*", "a"));
 }
 
+/* Which filters give a handler every event of an aggregate type (its order can be checked). */
+Test(subject, a_filter_covers_an_aggregate_type_when_it_takes_every_event_type_of_it)
+{
+    const char *route = "events.movie.listed";
+    size_t n = strlen("events.movie");
+
+    cr_assert(obx_subject_filter_covers("events.>", route, n));
+    cr_assert(obx_subject_filter_covers(">", route, n));
+    cr_assert(obx_subject_filter_covers("events.movie.>", route, n));
+    cr_assert(obx_subject_filter_covers("events.*.>", route, n));
+    cr_assert(obx_subject_filter_covers("*.movie.>", route, n));
+    cr_assert(!obx_subject_filter_covers("events.movie.*", route, n),
+              "* is one token: not review.logged");
+    cr_assert(!obx_subject_filter_covers("events.movie.listed", route, n));
+    cr_assert(!obx_subject_filter_covers("events.movie", route, n));
+    cr_assert(!obx_subject_filter_covers("events.order.>", route, n));
+    cr_assert(!obx_subject_filter_covers("events.mov.>", route, n));
+    cr_assert(!obx_subject_filter_covers("events.movies.>", route, n));
+    cr_assert(!obx_subject_filter_covers("other.>", route, n));
+    cr_assert(obx_subject_filter_covers("a.b.c.>", "a.b.c.d", 5), "a prefix of several tokens");
+}
+
 Test(subject, filters_are_checked_before_use)
 {
     outbox_error err = {0};

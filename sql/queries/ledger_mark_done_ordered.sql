@@ -1,0 +1,28 @@
+-- ledger_mark_done_ordered: ledger_mark_done.sql for a batch with ordered
+-- events, and each aggregate's progress for the handler moved on to the
+-- highest number marked done, in the same statement (so in the same
+-- transaction as the done mark: migration 0017).
+-- $1: handler; $2: event ids (uuid[]); $3: their owner tokens (uuid[]);
+-- $4, $5, $6: their aggregate_type (text[]), aggregate_id (uuid[]) and
+-- aggregate_seq (bigint[]; NULL: unordered), same order.
+-- Returns marked: how many rows were marked done.
+WITH done AS (
+    UPDATE /*schema*/processed_events AS p
+       SET status = 'done', finished_at = now(), owner_token = NULL, claimed_until = NULL
+      FROM unnest($2::uuid[], $3::uuid[]) AS c(event_id, owner_token)
+     WHERE p.event_id = c.event_id AND p.handler = $1::text
+       AND p.owner_token = c.owner_token AND p.status = 'in_progress'
+    RETURNING p.event_id
+), moved AS (
+    UPDATE /*schema*/handler_progress AS g
+       SET last_seq = x.seq, updated_at = now()
+      FROM (SELECT o.aggregate_type, o.aggregate_id, max(o.aggregate_seq) AS seq
+              FROM unnest($2::uuid[], $4::text[], $5::uuid[], $6::bigint[])
+                   AS o(event_id, aggregate_type, aggregate_id, aggregate_seq)
+              JOIN done AS d ON d.event_id = o.event_id
+             WHERE o.aggregate_seq IS NOT NULL
+             GROUP BY o.aggregate_type, o.aggregate_id) AS x
+     WHERE g.handler = $1::text AND g.aggregate_type = x.aggregate_type
+       AND g.aggregate_id = x.aggregate_id AND g.last_seq < x.seq
+)
+SELECT count(*) AS marked FROM done
