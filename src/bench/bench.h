@@ -254,6 +254,14 @@ enum { OBX_BENCH_RELAY_WINDOW = 1024 };
  * (relay_case.c). */
 double obx_bench_relay_case(const struct obx_bench_env *env, struct obx_bench_relay_case *c);
 
+/*
+ * Empties the outbox and writes `count` events over `aggregates` aggregates
+ * (0: unordered, with ordering off; else with ordering on, each event's
+ * aggregate its number modulo `aggregates`), 1,000 per transaction through
+ * the SQL writer (ordered_pg.c).
+ */
+void obx_bench_preload_aggregates(PGconn *conn, long long count, int aggregates);
+
 /* Two relays on an unordered, a many-aggregate and a one-aggregate ordered load
  * (ordered_pg.c); emits a "ordered" line for each. */
 void obx_bench_relay_ordered(const struct obx_bench_env *env, PGconn *conn);

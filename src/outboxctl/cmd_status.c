@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * cmd_status.c - `outboxctl status [--json]`: the outbox's row counts, the
- * age of the oldest due row, dead letters per handler, lease expiries and
- * the ledger's claims; and when NATS answers, the stream's message count
- * and sequences and each durable consumer's pending and ack-pending counts.
+ * age of the oldest due row, dead letters per handler, lease expiries, the
+ * ledger's claims and the ordered aggregates held up at a head; and when NATS answers, the stream's
+ * message count and sequences and each durable consumer's pending and ack-pending counts.
  *
  * --json prints one object (the DESIGN contract: pending, leased, done,
  * dead, invalid, oldest_pending_age_s, and more). A NATS that cannot be
@@ -54,6 +54,29 @@ add_stream(const struct obx_config *cfg, json_t *doc)
     json_object_set_new(doc, "consumers", consumers);
 }
 
+/* The ordered aggregates held up at a head, one line each. */
+static void
+print_blocked(json_t *blocked)
+{
+    char a[64], b[64], c[64];
+    json_t *row;
+    size_t i;
+
+    printf("  blocked aggregates         %zu%s\n", json_array_size(blocked),
+           json_array_size(blocked) >= 100 ? " (the 100 held longest)" : "");
+    json_array_foreach(blocked, i, row)
+    {
+        const char *handler = obx_ctl_str(row, "handler"), *reason = obx_ctl_str(row, "reason");
+
+        printf("    %-10s %s %s at seq %s (event %s): %s%s%s; %s waiting, held %s s\n",
+               handler[0] ? handler : "(relay)", obx_ctl_str(row, "aggregate_type"),
+               obx_ctl_str(row, "aggregate_id"), obx_ctl_text(row, "head_seq", a, 64),
+               obx_ctl_str(row, "head_event_id"), obx_ctl_str(row, "head_status"),
+               reason[0] ? ", " : "", reason, obx_ctl_text(row, "waiting", b, 64),
+               obx_ctl_text(row, "held_s", c, 64));
+    }
+}
+
 static void
 print_text(const char *schema, json_t *d)
 {
@@ -83,6 +106,7 @@ print_text(const char *schema, json_t *d)
            obx_ctl_text(d, "ledger_in_progress", a, 64),
            obx_ctl_text(d, "ledger_backing_off", b, 64),
            obx_ctl_text(d, "ledger_expired_claims", c, 64));
+    print_blocked(json_object_get(d, "blocked_aggregates"));
     stream = json_object_get(d, "stream");
     if (json_is_object(stream)) {
         printf("stream %s: %s messages, sequences %s to %s\n", obx_ctl_str(stream, "name"),
@@ -105,17 +129,23 @@ read_counts(PGconn *conn, const char *schema, json_t **out, outbox_error *err)
 {
     struct obx_ctl_stmt counts = {obx_sql_status_counts, NULL, 0};
     struct obx_ctl_stmt letters = {obx_sql_status_dead_letters, NULL, 0};
-    json_t *doc = NULL, *rows = NULL, *by, *row;
+    struct obx_ctl_stmt blocked = {obx_sql_status_blocked_aggregates, NULL, 0};
+    json_t *doc = NULL, *rows = NULL, *held = NULL, *by, *row;
     outbox_status st = obx_ctl_query_one(conn, schema, &counts, &doc, err);
     size_t i;
 
     if (st == OUTBOX_OK) {
         st = obx_ctl_query(conn, schema, &letters, &rows, err);
     }
+    if (st == OUTBOX_OK) {
+        st = obx_ctl_query(conn, schema, &blocked, &held, err);
+    }
     if (st != OUTBOX_OK) {
         json_decref(doc);
+        json_decref(rows);
         return st;
     }
+    json_object_set_new(doc, "blocked_aggregates", held);
     by = json_object();
     json_array_foreach(rows, i, row)
     {

@@ -7,7 +7,8 @@
  * `exec:true` handler against spawning `true` bare in a loop; an `http:`
  * handler against the same POSTs sent raw through libcurl to the same
  * local endpoint; then publish-to-handled latency at a fixed moderate
- * rate.
+ * rate. `--case ordered`: the consumers' order check over 10,000 aggregates
+ * and over one hot aggregate, beside the same drain unordered.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -165,6 +166,76 @@ exec_case(const struct obx_bench_env *env, PGconn *conn)
     obx_bench_stream_delete(env->nats_url, c.stream);
 }
 
+/* Effects handled in another order than their aggregate's numbers (0 when ordered right). */
+static long long
+effects_out_of_order(PGconn *conn)
+{
+    return obx_bench_scalar(conn, "SELECT count(*) FROM (SELECT e.aggregate_seq, row_number() "
+                                  "OVER (PARTITION BY e.aggregate_type, e.aggregate_id ORDER BY "
+                                  "f.handled_at, e.aggregate_seq) AS k FROM bench_effects f JOIN "
+                                  "outbox.events e ON e.id = f.event_id WHERE e.aggregate_seq IS "
+                                  "NOT NULL) AS x WHERE x.aggregate_seq <> x.k");
+}
+
+/*
+ * Two replicas of the SQL handler on JetStream drain a load of `aggregates`
+ * (0: unordered), published beforehand by two relays (not timed). The
+ * handler's order starts before the load (its baseline taken first), as
+ * for a handler running while the events were written, so every ordered
+ * event is checked. Returns events/s.
+ */
+static double
+ordered_drain(const struct obx_bench_env *env, PGconn *conn, int aggregates, double unordered)
+{
+    struct consume_case c = {.bus = OUTBOX_BUS_JETSTREAM,
+                             .replicas = 2,
+                             .stream = "BENCH_CONSUME_ORDERED",
+                             .prefix = "benchcord",
+                             .batch = env->batch > 1000 ? 1000 : env->batch,
+                             .events = env->events};
+    struct obx_bench_relay_case rc = {.replicas = 2, .batch = 500, .events = env->events};
+    json_t *line;
+    double rate;
+
+    obx_bench_effects_reset(conn);
+    obx_bench_exec(conn, "TRUNCATE outbox.handler_progress, outbox.handler_baselines, "
+                         "outbox.parked_events");
+    obx_bench_preload_aggregates(conn, c.events, aggregates);
+    obx_bench_exec(conn, "SELECT outbox.ledger_order_baseline('bench_sql')");
+    snprintf(rc.stream, sizeof(rc.stream), "%s", c.stream);
+    snprintf(rc.prefix, sizeof(rc.prefix), "%s", c.prefix);
+    if (obx_bench_stream_create(env->nats_url, c.stream, c.prefix) != 0) {
+        exit(1);
+    }
+    obx_bench_relay_case(env, &rc);
+    rate = run_consumers(env, &c);
+    line =
+        json_pack("{s:s, s:s, s:i, s:i, s:I, s:f, s:f, s:I, s:b, s:I, s:I, s:I}", "bench",
+                  "consume", "case", "consume_ordered", "aggregates", aggregates, "replicas",
+                  c.replicas, "events", (json_int_t)c.events, "events_per_s", rate, "seconds",
+                  c.seconds, "finished", (json_int_t)c.finished, "complete", c.complete,
+                  "effects_duplicated", (json_int_t)obx_bench_effects_duplicated(conn),
+                  "effects_out_of_order", (json_int_t)effects_out_of_order(conn), "parked",
+                  (json_int_t)obx_bench_scalar(conn, "SELECT count(*) FROM outbox.parked_events"));
+    json_object_set_new(line, "ratio_to_unordered",
+                        unordered > 0 && aggregates > 0 ? json_real(rate / unordered)
+                                                        : json_null());
+    obx_bench_emit(line);
+    obx_bench_stream_delete(env->nats_url, c.stream);
+    return rate;
+}
+
+/* --case ordered: unordered, 10,000 aggregates, one hot aggregate, in one run. */
+static void
+ordered_cases(const struct obx_bench_env *env, PGconn *conn)
+{
+    double unordered = ordered_drain(env, conn, 0, 0);
+
+    ordered_drain(env, conn, 10000, unordered);
+    ordered_drain(env, conn, 1, unordered);
+    obx_bench_exec(conn, "SELECT outbox.set_ordering(false)");
+}
+
 /* An envelope-sized body for the raw POSTs, about what the http: handler sends. */
 static const char sample_envelope[] =
     "{\"id\":\"0190a3b2-1c2d-7e3f-8a9b-0c1d2e3f4a5b\",\"event_type\":\"review.logged\","
@@ -253,12 +324,15 @@ obx_bench_consume(const struct obx_bench_env *env)
     long long samples;
 
     if (env->only_case != NULL &&
-        (strcmp(env->only_case, "exec") == 0 || strcmp(env->only_case, "http") == 0)) {
-        /* --case exec / http: that case alone (with its baseline) */
+        (strcmp(env->only_case, "exec") == 0 || strcmp(env->only_case, "http") == 0 ||
+         strcmp(env->only_case, "ordered") == 0)) {
+        /* --case exec / http / ordered: that case alone (with its baseline) */
         if (strcmp(env->only_case, "exec") == 0) {
             exec_case(env, conn);
-        } else {
+        } else if (strcmp(env->only_case, "http") == 0) {
             http_case(env, conn);
+        } else {
+            ordered_cases(env, conn);
         }
         obx_bench_close(conn);
         return 0;

@@ -23,9 +23,8 @@
 
 enum { RELAYS = 2, MANY_AGGREGATES = 10000 };
 
-/* Empties the outbox and writes `count` events over `aggregates` aggregates (0: unordered). */
-static void
-preload(PGconn *conn, long long count, int aggregates)
+void
+obx_bench_preload_aggregates(PGconn *conn, long long count, int aggregates)
 {
     char sql[768];
 
@@ -59,7 +58,7 @@ drain(const struct obx_bench_env *env, PGconn *conn, struct obx_bench_relay_case
                                        .pg_postmaster = obx_bench_pg_postmaster(conn)};
     snprintf(c->stream, sizeof(c->stream), "BENCH_ORDERED_%d", aggregates);
     snprintf(c->prefix, sizeof(c->prefix), "benchord%d", aggregates);
-    preload(conn, env->events, aggregates);
+    obx_bench_preload_aggregates(conn, env->events, aggregates);
     if (obx_bench_stream_create(env->nats_url, c->stream, c->prefix) != 0) {
         exit(1);
     }

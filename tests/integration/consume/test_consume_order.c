@@ -28,6 +28,7 @@
 #include <criterion/logging.h>
 
 #include "consume_test.h"
+#include "ctl_test.h"
 #include "harness.h"
 #include "http_get.h"
 #include "relay_test.h"
@@ -423,6 +424,8 @@ Test(consume_order, db_parked_events_and_the_oldest_ones_wait_are_gauges)
     struct harness_proc p;
     char addr[64], *body;
     int port = http_free_port();
+    struct ctl_run r;
+    json_t *row;
 
     consume_group_init(&g, "db", "GAUGE", NULL);
     snprintf(addr, sizeof(addr), "127.0.0.1:%d", port);
@@ -442,6 +445,16 @@ Test(consume_order, db_parked_events_and_the_oldest_ones_wait_are_gauges)
     body = http_wait_metric(port, "outbox_consumer_oldest_parked_seconds{handler=\"audit\"}", 3);
     cr_assert_eq(harness_scalar_ll(conn, "SELECT count(*) FROM outbox.parked_events"), PER - 1);
     free(body);
+    /* status names the aggregate, the handler held, its head and why. */
+    ctl_expect(&r, &g.env, 0, (const char *const[]){"status", "--json", NULL});
+    row = json_array_get(json_object_get(json_array_get(r.lines, 0), "blocked_aggregates"), 0);
+    cr_assert_not_null(row, "%s", r.out);
+    cr_expect_str_eq(json_string_value(json_object_get(row, "handler")), "audit", "%s", r.out);
+    cr_expect_eq(json_integer_value(json_object_get(row, "head_seq")), 1, "%s", r.out);
+    cr_expect_str_eq(json_string_value(json_object_get(row, "head_status")), "not delivered", "%s",
+                     r.out);
+    cr_expect_eq(json_integer_value(json_object_get(row, "waiting")), PER - 1, "%s", r.out);
+    ctl_run_fini(&r);
     consume_test_assert_running(&p, "the consumer");
     consume_test_stop(&p, 10000);
     consume_group_fini(&g);

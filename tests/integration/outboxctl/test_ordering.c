@@ -226,6 +226,23 @@ Test(ctl_ordering, dead_skip_lets_the_events_behind_a_dead_head_go_on_and_is_nev
     harness_exec(conn, "UPDATE outbox.events SET next_attempt_at = now() + interval '1 hour', "
                        "last_error = 'waiting_for_head' WHERE aggregate_seq = 2");
 
+    ctl_expect(&r, &env, 0, (const char *const[]){"status", "--json", NULL});
+    row = json_array_get(json_object_get(json_array_get(r.lines, 0), "blocked_aggregates"), 0);
+    cr_assert_not_null(row, "status lists the held aggregate: %s", r.out);
+    cr_expect_str_eq(json_string_value(json_object_get(row, "handler")), "", "%s", r.out);
+    cr_expect_str_eq(json_string_value(json_object_get(row, "aggregate_id")), agg, "%s", r.out);
+    cr_expect_str_eq(json_string_value(json_object_get(row, "head_event_id")), head, "%s", r.out);
+    cr_expect_str_eq(json_string_value(json_object_get(row, "head_status")), "dead", "%s", r.out);
+    cr_expect_str_eq(json_string_value(json_object_get(row, "reason")), "nak", "%s", r.out);
+    cr_expect_eq(json_integer_value(json_object_get(row, "waiting")), 1, "%s", r.out);
+    ctl_run_fini(&r);
+    ctl_expect(&r, &env, 0, (const char *const[]){"status", NULL});
+    cr_expect(strstr(r.out, "blocked aggregates         1") != NULL &&
+                  strstr(r.out, "(relay)    order 33333333-3333-4333-8333-333333333333 at seq 1") !=
+                      NULL,
+              "%s", r.out);
+    ctl_run_fini(&r);
+
     ctl_expect(&r, &env, 0, (const char *const[]){"trace", second, "--json", NULL});
     row = json_array_get(r.lines, 0);
     cr_expect_eq(json_integer_value(json_object_get(row, "aggregate_seq")), 2, "%s", r.out);
@@ -271,6 +288,10 @@ Test(ctl_ordering, dead_skip_lets_the_events_behind_a_dead_head_go_on_and_is_nev
     ctl_expect(&r, &env, 0, (const char *const[]){"trace", second, "--json", NULL});
     cr_expect(json_is_null(json_object_get(json_array_get(r.lines, 0), "waits_for")),
               "a skipped predecessor is waited for no more: %s", r.out);
+    ctl_run_fini(&r);
+    ctl_expect(&r, &env, 0, (const char *const[]){"status", "--json", NULL});
+    cr_expect_eq(json_array_size(json_object_get(json_array_get(r.lines, 0), "blocked_aggregates")),
+                 0, "a skipped head holds nothing: %s", r.out);
     ctl_run_fini(&r);
     free(head);
     free(second);
