@@ -35,10 +35,6 @@ enum {
     OUTAGE_LOG_EVERY_MS = 60000, /* a handler outage that lasts is logged again this often */
     PARK_SWEEP_EVERY_MS = 1000,  /* parked events a dead replica would have run, this late */
     PARK_SWEEP_ROUNDS = 64,      /* parked batches per handler and sweep, so feeds go on */
-    /* A sweep's lease on the parked events it took, renewed while they run.
-     * Short: a replica that dies holding it holds up those aggregates this
-     * long. Two sweeps that meet on one event are kept apart by its claim. */
-    PARK_LEASE_MAX_S = 10,
 };
 
 /* The ledger's connection broke: the next turn reconnects it. */
@@ -509,10 +505,8 @@ handle_batch(struct outbox_consumer *c, struct obx_feed_batch *b, outbox_error *
 static size_t
 sweep_parked_batch(struct outbox_consumer *c, int h)
 {
-    int lease_s = c->w.cfg.ledger_lease_seconds < PARK_LEASE_MAX_S
-                      ? (int)c->w.cfg.ledger_lease_seconds
-                      : PARK_LEASE_MAX_S;
-    struct obx_feed *pf = obx_parked_feed_open(c->ledger, c->handlers[h].name, lease_s);
+    struct obx_feed *pf =
+        obx_parked_feed_open(c->ledger, c->handlers[h].name, (int)c->w.cfg.ledger_lease_seconds);
     struct obx_feed_batch b = {0};
     struct obx_msg_verdict *v = NULL;
     struct obx_offer_tally tally = {0};

@@ -15,6 +15,8 @@
 
 #include "common/banned.h" /* last: poisons unsafe functions */
 
+enum { PARK_LEASE_MAX_S = 10 }; /* see obx_parked_feed_open() */
+
 struct parked_feed {
     struct obx_ledger *ledger;
     const char *handler;
@@ -152,7 +154,7 @@ static const struct obx_feed_ops parked_ops = {
 };
 
 struct obx_feed *
-obx_parked_feed_open(struct obx_ledger *ledger, const char *handler, int lease_seconds)
+obx_parked_feed_open(struct obx_ledger *ledger, const char *handler, int ledger_lease_seconds)
 {
     struct obx_feed *feed = obx_feed_alloc(&parked_ops, sizeof(struct parked_feed));
     struct parked_feed *pf;
@@ -163,6 +165,8 @@ obx_parked_feed_open(struct obx_ledger *ledger, const char *handler, int lease_s
     pf = feed->impl;
     pf->ledger = ledger;
     pf->handler = handler;
-    pf->lease_seconds = lease_seconds > 0 ? lease_seconds : 30;
+    pf->lease_seconds = ledger_lease_seconds > 0 && ledger_lease_seconds < PARK_LEASE_MAX_S
+                            ? ledger_lease_seconds
+                            : PARK_LEASE_MAX_S;
     return feed;
 }

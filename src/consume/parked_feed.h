@@ -15,8 +15,13 @@
 #include "feed/feed.h"
 #include "ledger/ledger.h"
 
-/* NULL when out of memory. `handler` and `ledger` are borrowed until close. */
+/*
+ * NULL when out of memory. `handler` and `ledger` are borrowed until close.
+ * The lease on what it takes is `ledger_lease_seconds`, but at most 10 s: a
+ * replica that dies holding it holds those aggregates up that long, and two
+ * sweeps that meet on one event are kept apart by its claim anyway.
+ */
 struct obx_feed *obx_parked_feed_open(struct obx_ledger *ledger, const char *handler,
-                                      int lease_seconds);
+                                      int ledger_lease_seconds);
 
 #endif
