@@ -21,7 +21,9 @@
 -- Ordered schemas (0017): handler_progress is never pruned (it is the
 -- order's memory); a parked copy of a pruned row (the handler finished the
 -- event but the sweep's ack was lost) goes with it, so it can never run
--- again once the ledger has forgotten it ran.
+-- again once the ledger has forgotten it ran. So does the order a claim()
+-- of the SQL API kept for its complete() (claim_orders, 0018), if the
+-- claimer never came back.
 WITH old AS MATERIALIZED (
     SELECT o.event_id, o.handler, o.in_key_range
       FROM (SELECT * FROM (SELECT event_id, handler, true AS in_key_range
@@ -57,6 +59,10 @@ WITH old AS MATERIALIZED (
     DELETE FROM /*schema*/parked_events AS pe
      USING gone
      WHERE pe.event_id = gone.event_id AND pe.handler = gone.handler
+), orders_gone AS (
+    DELETE FROM /*schema*/claim_orders AS k
+     USING gone
+     WHERE k.event_id = gone.event_id AND k.handler = gone.handler
 )
 -- uuid_out is fixed-width lower-case hex, so text order is uuid order.
 SELECT (SELECT count(*) FROM gone) AS deleted,

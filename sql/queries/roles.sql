@@ -64,6 +64,8 @@ GRANT SELECT, INSERT, UPDATE ON /*schema*/handler_progress TO outbox_consumer;
 GRANT SELECT ON /*schema*/handler_baselines TO outbox_consumer;
 GRANT SELECT, INSERT, UPDATE, DELETE ON /*schema*/parked_events TO outbox_consumer;
 GRANT EXECUTE ON FUNCTION /*schema*/ledger_order_baseline(text) TO outbox_consumer;
+-- The SQL API's claim() keeps an ordered claim's number for complete() (0018).
+GRANT SELECT, INSERT, UPDATE, DELETE ON /*schema*/claim_orders TO outbox_consumer;
 
 GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA /*schema_name*/ TO outbox_admin;
 GRANT USAGE ON ALL SEQUENCES IN SCHEMA /*schema_name*/ TO outbox_admin;

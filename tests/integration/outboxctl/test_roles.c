@@ -194,6 +194,27 @@ Test(ctl_roles, each_role_does_its_job_and_nothing_more)
         cr_assert_str_eq(state, "parked");
         free(state);
     }
+    /* The ledger's SQL API (migration 0018) is the consumer's too, ordered claims included. */
+    allowed(consumer_conn, "BEGIN");
+    allowed(consumer_conn, "SELECT outbox.try_claim(gen_random_uuid(), 'roles-sql')");
+    allowed(consumer_conn, "COMMIT");
+    {
+        char *token = harness_scalar_text(
+            consumer_conn, "SELECT outbox.claim('1b2c7d3e-0000-4000-8000-000000000001', "
+                           "'roles-sql', 30, '{\"id\": \"1b2c7d3e-0000-4000-8000-000000000001\", "
+                           "\"aggregate_type\": \"order\", \"aggregate_id\": "
+                           "\"1b2c7d3e-0000-4000-8000-0000000000aa\", \"aggregate_seq\": 1}')");
+        char sql[256];
+
+        cr_assert_eq(strlen(token), 36, "%s", token);
+        snprintf(sql, sizeof(sql),
+                 "SELECT outbox.complete('1b2c7d3e-0000-4000-8000-000000000001', 'roles-sql', "
+                 "'%s')",
+                 token);
+        allowed(consumer_conn, sql);
+        free(token);
+    }
+    allowed(consumer_conn, "SELECT * FROM outbox.fail(gen_random_uuid(), 'roles-sql', NULL, 'x')");
     denied(consumer_conn, "SELECT * FROM outbox.events");
     denied(consumer_conn, "UPDATE outbox.events SET status = 'done'");
     denied(consumer_conn, "DELETE FROM outbox.dead_letters");
