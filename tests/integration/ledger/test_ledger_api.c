@@ -7,7 +7,8 @@
  * effect with a token, so a claimer whose lease was taken over after a
  * crash or a stall can no longer complete or fail; fail() counts attempts,
  * backs off and dead-letters like the daemon; an ordered event waits for
- * its predecessor for that handler; bad arguments are refused naming them.
+ * its predecessor for that handler; bad arguments are refused naming them;
+ * outboxctl traces, lists and requeues these claims as the daemon's.
  */
 #include <criterion/criterion.h>
 #include <pthread.h>
@@ -16,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ctl_test.h"
 #include "harness.h"
 #include "ledger_helpers.h"
 
@@ -493,5 +495,43 @@ Test(ledger_api, bad_arguments_are_refused_naming_them)
     expect_refused(conn, sql, "22023", "max_attempts 0 is outside 1 to 1000");
     cr_assert_eq(harness_scalar_ll(conn, "SELECT count(*) FROM outbox.processed_events"), 0,
                  "a refused call wrote to the ledger");
+    free(e.envelope);
+}
+
+Test(ledger_api, outboxctl_traces_lists_and_requeues_these_claims_as_the_daemons)
+{
+    struct one_event e = event_new(NULL);
+    struct relay_env env;
+    struct ctl_run r;
+    char *token, *v;
+    json_t *line;
+
+    relay_env_init(&env, harness_db_url(), harness_nats_url(), "API", "api");
+    relay_env_set(&env, "OUTBOX_BUS", "db");
+    token = scalar(conn, "SELECT outbox.claim('%s', 'billing', 30)", e.id);
+    v = scalar(conn,
+               "SELECT outcome FROM outbox.fail('%s', 'billing', '%s', 'card declined', "
+               "'%s', 1)",
+               e.id, token, e.envelope);
+    cr_assert_str_eq(v, "dead");
+    free(v);
+    free(token);
+
+    ctl_expect(&r, &env, 0, (const char *const[]){"trace", e.id, "--json", NULL});
+    line = ctl_line(&r, "ledger", 0);
+    cr_assert_str_eq(ctl_str(line, "handler"), "billing", "%s", r.out);
+    cr_assert_str_eq(ctl_str(ctl_line(&r, "dead_letter", 0), "handler"), "billing", "%s", r.out);
+    ctl_run_fini(&r);
+    ctl_expect(&r, &env, 0, (const char *const[]){"dead", "list", "--json", NULL});
+    cr_assert(strstr(r.out, "card declined") != NULL, "%s", r.out);
+    ctl_run_fini(&r);
+
+    ctl_expect(&r, &env, 0, (const char *const[]){"dead", "requeue", "--handler", "billing", NULL});
+    ctl_run_fini(&r);
+    harness_exec(conn, "BEGIN");
+    cr_assert(try_claim(conn, e.id), "requeued: the event runs once more");
+    harness_exec(conn, "COMMIT");
+    cr_assert(!try_claim(conn, e.id), "and only once");
+    relay_env_fini(&env);
     free(e.envelope);
 }
