@@ -6,7 +6,10 @@
  * nats-server; two replicas of the example pull them from one durable
  * consumer, each event's effect in a transaction with outbox.try_claim(),
  * and one replica is SIGKILLed mid-run, holding messages it fetched (some
- * with their effects committed, unacked). Passes only if
+ * with their effects committed, unacked). The first 200 messages are then
+ * published again under new Nats-Msg-Ids (as a requeue or a relay's
+ * republish past the duplicate window would): the same events, delivered
+ * twice. Passes only if
  *   - every other event has exactly one effect (one `effects` row), and
  *     there are no others: nothing lost, nothing twice;
  *   - the poisoned event has none, and is in outbox.dead_letters for the
@@ -32,6 +35,9 @@
 
 /* 2,000 events, one poisoned; the poisoned one is dead after MAX_ATTEMPTS failures. */
 enum { EVENTS = 2000, MAX_ATTEMPTS = 3 };
+
+/* Messages of the stream published a second time, from the first. */
+enum { DUPLICATES = 200 };
 
 /* The killed replica is killed once it has committed this many effects. */
 enum { KILL_AFTER_EFFECTS = 100 };
@@ -180,6 +186,24 @@ run_over(const char *stream, const char *poisoned)
            consumer_settled(stream);
 }
 
+/* Publishes the stream's first DUPLICATES messages again, once the relay has published all. */
+static void
+publish_duplicates(const char *stream)
+{
+    uint64_t last = 0;
+    size_t published = 0;
+    char err[256] = "";
+
+    HARNESS_WAIT_UNTIL(consume_nats_last_seq(harness_nats_url(), stream, &last, err, sizeof(err)) ==
+                               0 &&
+                           last >= EVENTS,
+                       30000);
+    cr_assert_eq(consume_nats_republish(harness_nats_url(), stream, 1, DUPLICATES, 1, &published,
+                                        err, sizeof(err)),
+                 0, "republishing: %s", err);
+    cr_assert_eq(published, DUPLICATES);
+}
+
 static void
 check_effects(const char *example, const char *poisoned)
 {
@@ -227,6 +251,7 @@ example_consumes(const char *example)
     cr_log_info("%s: replica a killed with %lld of %d effects done", example, done_at_kill,
                 EVENTS - 1);
     cr_assert_lt(done_at_kill, EVENTS - 1, "%s: the run was over before the kill", example);
+    publish_duplicates(stream);
 
     HARNESS_WAIT_UNTIL(run_over(stream, poisoned), 90000);
     relay_test_assert_running(&b, "replica b");
