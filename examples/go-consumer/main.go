@@ -23,7 +23,7 @@
 //	OUTBOX_STREAM              EVENTS: the relay's stream
 //	OUTBOX_SUBJECT_PREFIX      events: this consumer reads {prefix}.>
 //	OUTBOX_CONSUMER_NAME       effects-go: the durable pull consumer its replicas share
-//	OUTBOX_ACK_WAIT_SECONDS    30: a message a replica took and never settled comes again after it
+//	OUTBOX_ACK_WAIT_SECONDS    60: a message a replica took and never settled comes again after it
 //	OUTBOX_MAX_ATTEMPTS        10: failures before an event is dead-lettered
 //	OUTBOX_BACKOFF_BASE_MS     5000, OUTBOX_BACKOFF_CAP_MS 300000: the retry delays
 //	HANDLER                    effects: the handler name in the ledger (outboxctl trace, dead)
@@ -84,7 +84,7 @@ func load() settings {
 		durable:       env("OUTBOX_CONSUMER_NAME", "effects-go"),
 		handler:       env("HANDLER", "effects"),
 		replica:       env("REPLICA", fmt.Sprintf("%s:%d", host, os.Getpid())),
-		ackWait:       time.Duration(envInt("OUTBOX_ACK_WAIT_SECONDS", 30)) * time.Second,
+		ackWait:       time.Duration(envInt("OUTBOX_ACK_WAIT_SECONDS", 60)) * time.Second,
 		maxAttempts:   envInt("OUTBOX_MAX_ATTEMPTS", 10),
 		backoffBaseMs: envInt("OUTBOX_BACKOFF_BASE_MS", 5000),
 		backoffCapMs:  envInt("OUTBOX_BACKOFF_CAP_MS", 300000),

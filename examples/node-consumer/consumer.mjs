@@ -19,7 +19,7 @@
 //
 // Settings (environment), as in examples/go-consumer and examples/README.md:
 // DATABASE_URL, OUTBOX_NATS_URL, OUTBOX_STREAM, OUTBOX_SUBJECT_PREFIX,
-// OUTBOX_CONSUMER_NAME (default effects-node), OUTBOX_ACK_WAIT_SECONDS (30),
+// OUTBOX_CONSUMER_NAME (default effects-node), OUTBOX_ACK_WAIT_SECONDS (60),
 // OUTBOX_MAX_ATTEMPTS (10), OUTBOX_BACKOFF_BASE_MS (5000),
 // OUTBOX_BACKOFF_CAP_MS (300000), HANDLER (effects), REPLICA (host:pid),
 // BATCH_SIZE (50).
@@ -56,7 +56,7 @@ const s = {
   durable: env('OUTBOX_CONSUMER_NAME', 'effects-node'),
   handler: env('HANDLER', 'effects'),
   replica: env('REPLICA', `${os.hostname()}:${process.pid}`),
-  ackWaitSeconds: envInt('OUTBOX_ACK_WAIT_SECONDS', 30),
+  ackWaitSeconds: envInt('OUTBOX_ACK_WAIT_SECONDS', 60),
   maxAttempts: envInt('OUTBOX_MAX_ATTEMPTS', 10),
   backoffBaseMs: envInt('OUTBOX_BACKOFF_BASE_MS', 5000),
   backoffCapMs: envInt('OUTBOX_BACKOFF_CAP_MS', 300000),
