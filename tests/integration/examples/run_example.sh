@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Builds one writer example from examples/LANG into WORK_DIR (once: later
-# runs reuse it; a lock keeps parallel tests from building at the same time)
-# and runs it with the caller's environment (DATABASE_URL).
-#   run_example.sh python|go|java|node WORK_DIR
+# Builds one example from examples/NAME into WORK_DIR (once: later runs
+# reuse it; a lock keeps parallel tests from building at the same time) and
+# runs it with the caller's environment (DATABASE_URL, and the consumers'
+# OUTBOX_* settings).
+#   run_example.sh python|go|java|node|go-consumer|node-consumer WORK_DIR
+# The writers are examples/LANG; the consumers examples/LANG-consumer.
 # The toolchains come from scripts/install-deps stacks; everything builds
 # offline: Go from Debian's /usr/share/gocode, Java with javac against
 # Debian's JDBC jar, Node from the example's package-lock.json.
@@ -29,13 +31,17 @@ python)
   flock -u 9
   exec /usr/bin/python3 "$src/writer.py"
   ;;
-go)
+go | go-consumer)
   need go
-  # GOPATH mode: pgx v4 and its dependencies from Debian's packages, no network.
-  (cd "$src" && GO111MODULE=off GOPATH=/usr/share/gocode GOCACHE="$work/cache" GOFLAGS="" \
-    go build -o "$work/writer" .)
+  [ "$lang" = go ] || [ -d /usr/share/gocode/src/github.com/nats-io/nats.go ] ||
+    fail "no nats.go: run scripts/install-deps stacks"
+  # GOPATH mode: pgx v4, nats.go and their dependencies from Debian's
+  # packages, no network. One build cache for both Go examples: pgx is
+  # compiled once (a cold build takes a minute on a busy machine).
+  (cd "$src" && GO111MODULE=off GOPATH=/usr/share/gocode GOCACHE="$2/go-cache" GOFLAGS="" \
+    go build -o "$work/example" .)
   flock -u 9
-  exec "$work/writer"
+  exec "$work/example"
   ;;
 java)
   need javac
@@ -46,16 +52,17 @@ java)
   flock -u 9
   exec java -cp "$work:$jdbc" ReviewWriter
   ;;
-node)
+node | node-consumer)
   need npm
   # A copy, so npm never writes into the source tree; npm's cache makes it quick.
   if ! cmp -s "$src/package-lock.json" "$work/package-lock.json"; then
     cp "$src/package.json" "$src/package-lock.json" "$work/"
     (cd "$work" && npm ci --no-audit --no-fund --prefer-offline --loglevel=error >&2)
   fi
-  cp "$src/writer.mjs" "$work/"
+  main=$([ "$lang" = node ] && echo writer.mjs || echo consumer.mjs)
+  cp "$src/$main" "$work/"
   flock -u 9
-  exec node "$work/writer.mjs"
+  exec node "$work/$main"
   ;;
-*) fail "unknown language $lang (python, go, java, node)" ;;
+*) fail "unknown example $lang (python, go, java, node, go-consumer, node-consumer)" ;;
 esac
