@@ -118,8 +118,8 @@ public final class ReviewEndpoint {
     static boolean handle(Connection conn, String handler, String endpoint, String eventId,
             String envelope) throws SQLException, PoisonedException {
         try {
-            try (PreparedStatement ps =
-                            conn.prepareStatement("SELECT outbox.try_claim(?::uuid, ?, ?::jsonb)")) {
+            try (PreparedStatement ps = conn.prepareStatement(
+                         "SELECT outbox.try_claim(?::uuid, ?, ?::jsonb)")) {
                 ps.setString(1, eventId);
                 ps.setString(2, handler);
                 ps.setString(3, envelope);
