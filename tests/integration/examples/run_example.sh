@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
 # Builds one example from examples/NAME into WORK_DIR (once: later runs
 # reuse it; a lock keeps parallel tests from building at the same time) and
-# runs it with the caller's environment (DATABASE_URL, and the consumers'
-# OUTBOX_* settings).
-#   run_example.sh python|go|java|node|go-consumer|node-consumer WORK_DIR
-# The writers are examples/LANG; the consumers examples/LANG-consumer.
+# runs it with the caller's environment (DATABASE_URL, the consumers'
+# OUTBOX_* settings, PORT and the like for an endpoint).
+#   run_example.sh python|go|java|node|go-consumer|node-consumer WORK_DIR [writer]
+#   run_example.sh python|java WORK_DIR endpoint
+# The writers are examples/LANG; the consumers examples/LANG-consumer; the
+# endpoints examples/LANG's endpoint program.
 # The toolchains come from scripts/install-deps stacks; everything builds
 # offline: Go from Debian's /usr/share/gocode, Java with javac against
 # Debian's JDBC jar, Node from the example's package-lock.json.
 set -euo pipefail
 lang=$1
 work=$2/$lang
+program=${3:-writer}
 src=$(cd "$(dirname "$0")/../../../examples/$lang" && pwd)
 jdbc=/usr/share/java/postgresql.jar
 fail() {
@@ -21,6 +24,11 @@ need() {
   command -v "$1" >/dev/null || [ -e "$1" ] || fail "$lang example needs $1: run scripts/install-deps stacks"
 }
 
+case $lang/$program in
+*/writer | python/endpoint | java/endpoint) ;;
+*) fail "no $program example for $lang" ;;
+esac
+
 mkdir -p "$work"
 exec 9>"$work.lock"
 flock 9
@@ -29,7 +37,7 @@ python)
   need /usr/bin/python3
   /usr/bin/python3 -c 'import psycopg' 2>/dev/null || fail "no psycopg: run scripts/install-deps stacks"
   flock -u 9
-  exec /usr/bin/python3 "$src/writer.py"
+  exec /usr/bin/python3 "$src/$program.py"
   ;;
 go | go-consumer)
   need go
@@ -46,11 +54,13 @@ go | go-consumer)
 java)
   need javac
   need "$jdbc"
-  if [ ! -e "$work/ReviewWriter.class" ] || [ "$src/ReviewWriter.java" -nt "$work/ReviewWriter.class" ]; then
-    javac -d "$work" -cp "$jdbc" "$src/ReviewWriter.java"
+  class=ReviewWriter
+  [ "$program" = writer ] || class=ReviewEndpoint
+  if [ ! -e "$work/$class.class" ] || [ "$src/$class.java" -nt "$work/$class.class" ]; then
+    javac -d "$work" -cp "$jdbc" "$src/$class.java"
   fi
   flock -u 9
-  exec java -cp "$work:$jdbc" ReviewWriter
+  exec java -cp "$work:$jdbc" "$class"
   ;;
 node | node-consumer)
   need npm
