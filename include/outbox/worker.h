@@ -208,6 +208,8 @@ typedef enum outbox_consumer_stat_id {
     OUTBOX_CONSUMER_OUTAGE_RETRIES, /* handler runs given back: the database failed under them */
     OUTBOX_CONSUMER_CLAIMS_LOST,    /* external runs stopped or dropped: their claim was lost */
     OUTBOX_CONSUMER_REFUSED,        /* messages no relay sent (message_check.h): terminated */
+    OUTBOX_CONSUMER_PARKED_TAKES,   /* takes of a handler's parked events a sweep made: only
+                                     * for handlers that have some (docs/ordering.md) */
 } outbox_consumer_stat_id;
 
 typedef enum outbox_consumer_histogram_id {

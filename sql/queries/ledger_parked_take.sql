@@ -8,26 +8,53 @@
 -- lease keep two replicas' sweeps on different rows. A row whose number
 -- the handler is already past (done, its ack lost) comes too: the claim
 -- says done and the ack removes it.
+-- The work is per aggregate, not per parked row: `heads` walks the
+-- aggregate index one aggregate at a time (a loose index scan: each step
+-- one descent to the next aggregate's lowest row not leased), the order
+-- check reads only those heads, and only a ready aggregate's rows are read
+-- past its head, as far as its chain goes and $2 at most. Thousands of
+-- events parked behind a dead head cost one index read per sweep.
 -- Returns event_id, message_id, subject, envelope, lease_token, in
 -- aggregate and number order.
-WITH cand AS (
-    SELECT p.event_id, p.aggregate_type, p.aggregate_id, p.aggregate_seq,
-           coalesce(g.last_seq, 0) AS done_seq,
-           min(p.aggregate_seq) OVER w AS first_seq,
-           row_number() OVER w AS k
-      FROM /*schema*/parked_events AS p
+WITH RECURSIVE heads AS (
+    (SELECT p.aggregate_type, p.aggregate_id, p.aggregate_seq
+       FROM /*schema*/parked_events AS p
+      WHERE p.handler = $1::text
+        AND (p.leased_until IS NULL OR p.leased_until < now())
+      ORDER BY p.aggregate_type, p.aggregate_id, p.aggregate_seq
+      LIMIT 1)
+    UNION ALL
+    SELECT n.aggregate_type, n.aggregate_id, n.aggregate_seq
+      FROM heads AS h
+     CROSS JOIN LATERAL (
+            SELECT p.aggregate_type, p.aggregate_id, p.aggregate_seq
+              FROM /*schema*/parked_events AS p
+             WHERE p.handler = $1::text
+               AND (p.aggregate_type, p.aggregate_id) > (h.aggregate_type, h.aggregate_id)
+               AND (p.leased_until IS NULL OR p.leased_until < now())
+             ORDER BY p.aggregate_type, p.aggregate_id, p.aggregate_seq
+             LIMIT 1) AS n
+), ready_heads AS (
+    SELECT h.aggregate_type, h.aggregate_id, h.aggregate_seq AS first_seq
+      FROM heads AS h
       LEFT JOIN /*schema*/handler_progress AS g
-             ON g.handler = p.handler AND g.aggregate_type = p.aggregate_type
-            AND g.aggregate_id = p.aggregate_id
-     WHERE p.handler = $1::text
-       AND (p.leased_until IS NULL OR p.leased_until < now())
-    WINDOW w AS (PARTITION BY p.aggregate_type, p.aggregate_id ORDER BY p.aggregate_seq)
+             ON g.handler = $1::text AND g.aggregate_type = h.aggregate_type
+            AND g.aggregate_id = h.aggregate_id
+     WHERE /*schema*/ledger_order_ready($1::text, h.aggregate_type, h.aggregate_id,
+                                       coalesce(g.last_seq, 0), h.aggregate_seq)
 ), chains AS (
     SELECT c.event_id
-      FROM cand AS c
-     WHERE c.aggregate_seq = c.first_seq + c.k - 1
-       AND /*schema*/ledger_order_ready($1::text, c.aggregate_type, c.aggregate_id, c.done_seq,
-                                        c.first_seq)
+      FROM ready_heads AS r
+     CROSS JOIN LATERAL (
+            SELECT p.event_id, p.aggregate_seq,
+                   row_number() OVER (ORDER BY p.aggregate_seq) AS k
+              FROM /*schema*/parked_events AS p
+             WHERE p.handler = $1::text AND p.aggregate_type = r.aggregate_type
+               AND p.aggregate_id = r.aggregate_id AND p.aggregate_seq >= r.first_seq
+               AND (p.leased_until IS NULL OR p.leased_until < now())
+             ORDER BY p.aggregate_seq
+             LIMIT $2::integer) AS c
+     WHERE c.aggregate_seq = r.first_seq + c.k - 1
 ), ready AS (
     SELECT p.event_id
       FROM /*schema*/parked_events AS p

@@ -516,6 +516,7 @@ sweep_parked_batch(struct outbox_consumer *c, int h)
     if (pf == NULL) {
         return 0;
     }
+    obx_worker_count(&c->w, OUTBOX_CONSUMER_PARKED_TAKES, 1);
     if (pf->ops->fetch(pf, (size_t)c->w.cfg.batch_size, 0, &b, &err) != OUTBOX_OK || b.count == 0 ||
         (v = calloc(b.count, sizeof(*v))) == NULL) {
         if (err.code == OUTBOX_EUNAVAILABLE) {
@@ -564,23 +565,57 @@ sweep_parked_batch(struct outbox_consumer *c, int h)
 }
 
 /*
+ * Which handlers have parked events to take (waiting[h]), by one probe for
+ * all of them, read fresh at each sweep: a view kept from an earlier look
+ * (the gauges' sample) could miss an event another replica parked since,
+ * and leave it to wait for the next look. If the probe fails otherwise
+ * than by a lost connection, every handler is swept, as without it.
+ */
+static void
+parked_waiting(struct outbox_consumer *c, int *waiting)
+{
+    const char *names[OBX_MAX_HANDLERS];
+    outbox_error err = {0};
+
+    for (int h = 0; h < c->handler_count; h++) {
+        names[h] = c->handlers[h].name;
+    }
+    if (obx_ledger_parked_waiting(c->ledger, names, (size_t)c->handler_count, waiting, &err) ==
+        OUTBOX_OK) {
+        return;
+    }
+    if (err.code == OUTBOX_EUNAVAILABLE) {
+        drop_ledger(c, &err);
+        return;
+    }
+    for (int h = 0; h < c->handler_count; h++) {
+        waiting[h] = 1;
+    }
+}
+
+/*
  * Parked events run as soon as their predecessor is done, by whichever
  * replica finishes it: after a batch with ordered events (its done marks
  * are committed by now), and every PARK_SWEEP_EVERY_MS, for a replica that
- * died between a done mark and its sweep. Each handler's ready events are
- * taken batch after batch, since running one readies the next.
+ * died between a done mark and its sweep. Only handlers with parked events
+ * are taken from: a schema without ordering costs one probe a second.
+ * Each handler's ready events are taken batch after batch, since running
+ * one readies the next.
  */
 static void
 maybe_sweep_parked(struct outbox_consumer *c, int after_ordered)
 {
     long long now = obx_monotonic_ms();
+    int waiting[OBX_MAX_HANDLERS] = {0};
 
     if (!after_ordered && now < c->next_sweep_ms) {
         return;
     }
     c->next_sweep_ms = now + PARK_SWEEP_EVERY_MS;
+    parked_waiting(c, waiting);
     for (int h = 0; h < c->handler_count; h++) {
-        for (int round = 0; round < PARK_SWEEP_ROUNDS && c->db.up && !obx_worker_stopping(&c->w);
+        for (int round = 0;
+             waiting[h] && round < PARK_SWEEP_ROUNDS && c->db.up && !obx_worker_stopping(&c->w);
              round++) {
             if (sweep_parked_batch(c, h) == 0) {
                 break;

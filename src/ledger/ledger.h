@@ -281,6 +281,15 @@ outbox_status obx_ledger_parked_take(struct obx_ledger *ledger, const char *hand
 void obx_parked_set_fini(struct obx_parked_set *set);
 
 /*
+ * Sets waiting[i] to 1 if handler names[i] has parked events a take could
+ * lease now (not leased, or their lease ran out), else 0: one cheap probe
+ * for every handler, so a sweep takes only where there is something to
+ * take. Names must be valid handler names. Call it outside a transaction.
+ */
+outbox_status obx_ledger_parked_waiting(struct obx_ledger *ledger, const char *const *names,
+                                        size_t count, int *waiting, outbox_error *err);
+
+/*
  * Settles parked events a sweep took: delay_ms[i] < 0 removes row i (done
  * or dead-lettered), >= 0 gives it back to be taken again after that long.
  * With `extend_seconds` > 0 instead, every lease is extended that far (a

@@ -43,6 +43,7 @@ static const char *const sql_templates[OBX_LEDGER_SQL_COUNT] = {
     [OBX_LEDGER_CLAIM_ORDERED] = obx_sql_ledger_claim_ordered,
     [OBX_LEDGER_MARK_DONE_ORDERED] = obx_sql_ledger_mark_done_ordered,
     [OBX_LEDGER_PARKED_TAKE] = obx_sql_ledger_parked_take,
+    [OBX_LEDGER_PARKED_WAITING] = obx_sql_ledger_parked_waiting,
     [OBX_LEDGER_PARKED_SETTLE] = obx_sql_ledger_parked_settle,
     [OBX_LEDGER_ORDER_BASELINE] = obx_sql_ledger_order_baseline,
 };

@@ -32,7 +32,8 @@ static const struct {
     {"validate", obx_ctl_validate,
      "[filters] [--json]: pending rows the relay would quarantine today (exit 1)"},
     {"quarantine", obx_ctl_quarantine,
-     "list|release|purge [filters|--all] [--dry-run] [--json]: rows the relay quarantined"},
+     "list|release|purge|skip [filters|--all] [--dry-run] [--json]: rows the relay quarantined; "
+     "skip: an ordered aggregate goes past them"},
     {"export", obx_ctl_export,
      "--data-subject S: the subject's events, retained rows and dead letters as JSON lines"},
     {"erase", obx_ctl_erase,
@@ -64,24 +65,24 @@ usage(FILE *out)
     for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++) {
         fprintf(out, "  %-10s %s\n", verbs[i].name, verbs[i].help);
     }
-    fputs(
-        "\nfilters (dead, quarantine, replay, validate; each verb refuses the ones it does not "
-        "take):\n"
-        "  --handler NAME | --relay   a handler's dead letters, or the relay's own\n"
-        "  --event-type T  --aggregate-type A  --aggregate-id UUID\n"
-        "  --since TIME  --until TIME   ISO 8601 (2026-11-29, 2026-11-29T09:41:56Z), database "
-        "time\n"
-        "  --reason-like PATTERN        a LIKE pattern on the dead letter's or row's reason\n"
-        "  --id EVENT_ID                repeatable\n"
-        "  --limit N\n"
-        "  --all                        what dead requeue|purge|skip and quarantine release|purge\n"
-        "                               need instead of a filter to act on every row\n"
-        "\n"
-        "--json prints one JSON object per line; --dry-run prints what would change and changes\n"
-        "nothing. Exit codes: 0 all is well, 1 found or did something to act on (or a server\n"
-        "failed), 2 usage or configuration error.\n"
-        "Settings come from OUTBOX_* variables or --flags (see outboxd --help).\n",
-        out);
+    fputs("\nfilters (dead, quarantine, replay, validate; each verb refuses the ones it does not "
+          "take):\n"
+          "  --handler NAME | --relay   a handler's dead letters, or the relay's own\n"
+          "  --event-type T  --aggregate-type A  --aggregate-id UUID\n"
+          "  --since TIME  --until TIME   ISO 8601 (2026-11-29, 2026-11-29T09:41:56Z), database "
+          "time\n"
+          "  --reason-like PATTERN        a LIKE pattern on the dead letter's or row's reason\n"
+          "  --id EVENT_ID                repeatable\n"
+          "  --limit N\n"
+          "  --all                        what dead requeue|purge|skip and quarantine "
+          "release|purge|skip\n"
+          "                               need instead of a filter to act on every row\n"
+          "\n"
+          "--json prints one JSON object per line; --dry-run prints what would change and changes\n"
+          "nothing. Exit codes: 0 all is well, 1 found or did something to act on (or a server\n"
+          "failed), 2 usage or configuration error.\n"
+          "Settings come from OUTBOX_* variables or --flags (see outboxd --help).\n",
+          out);
 }
 
 int

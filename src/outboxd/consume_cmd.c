@@ -273,6 +273,8 @@ static const struct obx_metric_def consumer_counters[] = {
     {OUTBOX_CONSUMER_REFUSED, "refused",
      "messages refused and terminated, no handler run: not what a relay sends (the log says "
      "why)"},
+    {OUTBOX_CONSUMER_PARKED_TAKES, "parked_takes",
+     "takes of parked events by the sweeps, made only for handlers that have parked events"},
 };
 
 static const struct obx_metric_def consumer_histograms[] = {

@@ -61,7 +61,8 @@ const struct obx_metric_def obx_relay_gauges[] = {
      "OUTBOX_LEASE_SECONDS its rows are given back"},
     {OUTBOX_RELAY_BLOCKED_AGGREGATES, "outbox_relay_blocked_aggregates",
      "ordered aggregates held by a dead or quarantined head, not skipped: their later events "
-     "wait for outboxctl dead requeue or dead skip"},
+     "wait for outboxctl dead requeue or dead skip (quarantine release or quarantine skip for a "
+     "quarantined head)"},
 };
 
 const struct obx_metric_def obx_relay_histograms[] = {

@@ -324,7 +324,8 @@ check_ordering(struct obx_doctor *d)
     } else if (obx_ctl_int(r, "blocked") > 0) {
         obx_doctor_add(d, "ordering", "warn",
                        "outboxctl dead list --relay, then dead requeue (fixed) or dead skip "
-                       "(given up)",
+                       "(given up); a quarantined head: quarantine list, then release "
+                       "(repaired) or quarantine skip (given up)",
                        "%lld ordered aggregate%s of %s held by a dead or quarantined head: "
                        "the events behind %s wait",
                        (long long)obx_ctl_int(r, "blocked"),

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * cmd_quarantine.c - `outboxctl quarantine list|release|purge [filters]`:
+ * cmd_quarantine.c - `outboxctl quarantine list|release|purge|skip [filters]`:
  * the rows the relay quarantined (status invalid, the reason in
  * last_error), which no other verb shows one by one.
  *
@@ -10,8 +10,12 @@
  * due; the others keep their status and their reason is printed again
  * (exit 1). A row is repaired by an UPDATE of its envelope, which the
  * table's row trigger checks, then released (docs/operations.md: Quarantined rows).
- * purge deletes the chosen rows for good. release and purge take a filter
- * or --all, and --dry-run, which runs their statement and rolls it back.
+ * purge deletes the chosen rows for good. skip records each chosen row
+ * that is an ordered event as a gap of its aggregate (quarantine_skip.sql),
+ * as `dead skip` does for a dead letter, so the events waiting behind a
+ * quarantined head go on; the row stays quarantined and is never released.
+ * release, purge and skip take a filter or --all, and --dry-run, which
+ * runs their statement and rolls it back.
  *
  * The rows are read a page at a time in id order; each page's change is
  * one statement keyed by the ids and the digest of each envelope as it was
@@ -39,8 +43,10 @@ enum { PAGE_ROWS = 500 };
 /* Parameters of quarantine_rows.sql past the filters. */
 enum { PARAM_CURSOR = OBX_CTL_FILTER_COUNT, PARAM_PAGE, PARAM_ENVELOPE, PARAM_COUNT };
 
-static const char *const row_keys[] = {"id",         "aggregate_type", "event_type",
-                                       "created_at", "reason",         NULL};
+static const char *const row_keys[] = {"id",     "aggregate_type", "event_type", "created_at",
+                                       "reason", "skipped",        NULL};
+static const char *const skip_keys[] = {
+    "id", "aggregate_type", "aggregate_id", "aggregate_seq", "woken", "reason", NULL};
 
 struct quarantine_run {
     const struct obx_config *cfg;
@@ -65,8 +71,8 @@ emit(struct quarantine_run *r, const char *kind, json_t *row)
 /*
  * Runs `tmpl` ($1 the ids, $2 their digests) on the rows of `rows` (with
  * `checked`, only those the relay's check passed: no "reason"), committed
- * or, for a dry run, rolled back; `*changed` gets the ids it changed as
- * an object's keys.
+ * or, for a dry run, rolled back; `*changed` gets the rows it returned,
+ * keyed by their ids.
  */
 static outbox_status
 change_rows(struct quarantine_run *r, const char *tmpl, json_t *rows, int checked, json_t **changed)
@@ -106,7 +112,7 @@ change_rows(struct quarantine_run *r, const char *tmpl, json_t *rows, int checke
     }
     json_array_foreach(got, i, row)
     {
-        json_object_set_new(*changed, obx_ctl_str(row, "id"), json_true());
+        json_object_set(*changed, obx_ctl_str(row, "id"), row);
     }
     json_decref(got);
     obx_buf_fini(&digests);
@@ -159,7 +165,18 @@ release_page(struct quarantine_run *r, json_t *rows)
 {
     json_t *changed = NULL, *row;
     size_t i;
-    outbox_status st = change_rows(r, obx_sql_quarantine_release, rows, 1, &changed);
+    outbox_status st;
+
+    json_array_foreach(rows, i, row)
+    {
+        if (json_is_true(json_object_get(row, "skipped"))) {
+            json_object_set_new(row, "reason",
+                                json_string("skipped as a gap of its ordered aggregate (quarantine "
+                                            "skip): the events behind it went out first, so it is "
+                                            "never published; purge it"));
+        }
+    }
+    st = change_rows(r, obx_sql_quarantine_release, rows, 1, &changed);
 
     if (st == OUTBOX_OK) {
         json_array_foreach(rows, i, row)
@@ -183,6 +200,47 @@ purge_page(struct quarantine_run *r, json_t *rows)
 
     if (st == OUTBOX_OK) {
         report_changed(r, rows, 0, changed, r->args->dry_run ? "would_purge" : "purged");
+    }
+    json_decref(changed);
+    return st;
+}
+
+/*
+ * Records the rows as gaps of their ordered aggregates. A row without a
+ * number is reported and left as it is; one changed meanwhile, skipped.
+ */
+static outbox_status
+skip_page(struct quarantine_run *r, json_t *rows)
+{
+    json_t *changed = NULL, *row;
+    size_t i;
+    outbox_status st = change_rows(r, obx_sql_quarantine_skip, rows, 0, &changed);
+
+    json_array_foreach(st == OUTBOX_OK ? rows : NULL, i, row)
+    {
+        json_t *got = json_object_get(changed, obx_ctl_str(row, "id"));
+        int ok = json_is_true(json_object_get(got, "skipped"));
+
+        json_object_del(row, "digest");
+        json_object_del(row, "envelope");
+        json_object_del(row, "skipped");
+        if (got == NULL) {
+            json_object_set_new(row, "reason",
+                                json_string("changed, released or purged by someone else while "
+                                            "this ran: run it again"));
+            obx_ctl_emit(r->args->json, "not_skipped", row, skip_keys);
+            r->skipped++;
+            continue;
+        }
+        json_object_set(row, "aggregate_seq", json_object_get(got, "aggregate_seq"));
+        json_object_set(row, "woken", json_object_get(got, "woken"));
+        json_object_set(row, "reason", json_object_get(got, "reason"));
+        r->done += ok;
+        obx_ctl_emit(r->args->json,
+                     r->args->dry_run ? (ok ? "would_skip" : "would_not_skip")
+                     : ok             ? "skipped"
+                                      : "not_skipped",
+                     row, skip_keys);
     }
     json_decref(changed);
     return st;
@@ -241,7 +299,8 @@ summary(struct quarantine_run *r, const char *action, const char *text)
         }
         if (strcmp(action, "list") == 0 && r->done > 0) {
             printf(" (repair a row's envelope, then `outboxctl quarantine release --id ID`; "
-                   "or purge them)");
+                   "or purge them; or, for an ordered aggregate's head, `quarantine skip --id "
+                   "ID`)");
         }
         printf("%s\n", r->args->dry_run ? " (dry run: nothing changed)" : "");
     }
@@ -252,14 +311,16 @@ summary(struct quarantine_run *r, const char *action, const char *text)
 static int
 check_usage(const char *sub, struct quarantine_run *r)
 {
-    if (strcmp(sub, "list") != 0 && strcmp(sub, "release") != 0 && strcmp(sub, "purge") != 0) {
-        fprintf(stderr, "outboxctl quarantine: \"%.40s\" is not list, release or purge\n", sub);
+    if (strcmp(sub, "list") != 0 && strcmp(sub, "release") != 0 && strcmp(sub, "purge") != 0 &&
+        strcmp(sub, "skip") != 0) {
+        fprintf(stderr, "outboxctl quarantine: \"%.40s\" is not list, release, purge or skip\n",
+                sub);
         return 2;
     }
     snprintf(r->verb, sizeof(r->verb), "quarantine %s", sub);
     if (strcmp(sub, "list") == 0) {
         if (r->args->dry_run || r->args->all) {
-            fprintf(stderr, "outboxctl quarantine list: --%s is for release and purge\n",
+            fprintf(stderr, "outboxctl quarantine list: --%s is for release, purge and skip\n",
                     r->args->dry_run ? "dry-run" : "all");
             return 2;
         }
@@ -292,13 +353,17 @@ obx_ctl_quarantine(const struct obx_config *cfg, int argc, char **argv)
         if (sub[0] == 'r') {
             r.max_body = obx_ctl_body_limit(cfg, r.verb);
         }
-        st = walk(&r, sub[0] == 'l' ? list_page : sub[0] == 'r' ? release_page : purge_page);
+        st = walk(&r, sub[0] == 'l'   ? list_page
+                      : sub[0] == 'r' ? release_page
+                      : sub[0] == 's' ? skip_page
+                                      : purge_page);
         if (st != OUTBOX_OK) {
             code = obx_ctl_fail(r.verb, &r.err);
         } else {
             summary(&r, sub,
                     sub[0] == 'l'   ? "listed"
                     : sub[0] == 'r' ? (args.dry_run ? "would release" : "released")
+                    : sub[0] == 's' ? (args.dry_run ? "would skip" : "skipped")
                                     : (args.dry_run ? "would purge" : "purged"));
             code = (sub[0] == 'l' && r.done > 0) || r.still_invalid > 0 || r.skipped > 0 ? 1 : 0;
         }

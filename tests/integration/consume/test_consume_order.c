@@ -460,6 +460,52 @@ Test(consume_order, db_parked_events_and_the_oldest_ones_wait_are_gauges)
     consume_group_fini(&g);
 }
 
+/*
+ * A sweep takes parked events only for a handler that has some: on a
+ * schema with ordering off, seconds of sweeps and a drained batch of
+ * events make no take (outbox_consumer_parked_takes_total stays 0, and the
+ * statement never reached the server: pg_stat_user_tables would not tell
+ * the probe from the take, the counter does). Once an event parks, the
+ * sweeps take again within a second or two, so the counter counts.
+ */
+Test(consume_order, db_a_sweep_takes_nothing_where_nothing_is_parked)
+{
+    enum { PER = 3 };
+    struct consume_group g;
+    struct harness_proc p;
+    char addr[64], *body;
+    int port = http_free_port();
+    long long parked_at;
+
+    harness_exec(conn, "SELECT outbox.set_ordering(false)");
+    consume_group_init(&g, "db", "NOTAKE", NULL);
+    snprintf(addr, sizeof(addr), "127.0.0.1:%d", port);
+    relay_env_set(&g.env, "OUTBOX_HTTP_ADDR", addr);
+    consume_test_start(&p, &g.env, "notake-1", one_effect);
+    harness_exec(conn, "INSERT INTO public.committed SELECT outbox.enqueue('order', "
+                       "gen_random_uuid(), 'changed', '{}') FROM generate_series(1, 20)");
+    HARNESS_WAIT_UNTIL(consume_test_handled(conn, "audit") == 20, 30000);
+    harness_sleep_ms(3500); /* three sweeps at least */
+    body = http_wait_metric(port, "outbox_consumer_fetched_total", 20);
+    cr_assert_eq(http_metric(body, "outbox_consumer_parked_takes_total"), 0,
+                 "no take on a schema without ordering:\n%s", body);
+    free(body);
+    /* Ordering on, and an event early: its handler has something parked now. */
+    harness_exec(conn, "SELECT outbox.set_ordering(true)");
+    wait_registered("audit");
+    enqueue_ordered(1, PER, 1, HOLD_FOR_EVER);
+    HARNESS_WAIT_UNTIL(parks() == PER - 1, 30000);
+    parked_at = harness_now_ms();
+    body = http_wait_metric(port, "outbox_consumer_parked_takes_total", 1);
+    cr_log_info("the first take came %lld ms after the park", harness_now_ms() - parked_at);
+    cr_assert_lt(harness_now_ms() - parked_at, 5000, "the sweeps take soon after a park");
+    free(body);
+    cr_assert_eq(consume_test_handled(conn, "audit"), 20, "2 and 3 wait for 1");
+    consume_test_assert_running(&p, "the consumer");
+    consume_test_stop(&p, 10000);
+    consume_group_fini(&g);
+}
+
 /* Event 2 never comes (held back an hour); once skipped, 3 runs after 1. */
 Test(consume_order, db_a_skipped_gap_is_gone_past)
 {

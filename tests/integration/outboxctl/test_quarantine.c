@@ -7,8 +7,9 @@
  * running relay, while a row that still fails the relay's check keeps its
  * status and its reason is printed again (exit 1); purge deletes only the
  * rows its filter chooses, nothing with --dry-run, and like release it
- * refuses to run without a filter or --all. status and validate point to
- * the verb. The bad rows are written past the table's rules the way the
+ * refuses to run without a filter or --all. skip records a quarantined
+ * head of an ordered aggregate as a gap: the events behind it go out, and
+ * the row stays quarantined. status and validate point to the verb. The bad rows are written past the table's rules the way the
  * docs/writing-events.md describes (outbox.rows_validated set by hand).
  */
 #include <stdio.h>
@@ -208,6 +209,88 @@ Test(ctl_quarantine, lists_releases_repaired_rows_and_purges_by_filter)
     free(other);
     free(wrong_id);
     free(repairable);
+    relay_env_fini(&env);
+}
+
+/*
+ * With ordering on, a quarantined row is an ordered aggregate's head: the
+ * events behind it are not published while it is there. `quarantine skip`
+ * records it as a gap (handler '': relays and every handler go past it),
+ * and they go out; the row stays quarantined, and is never released.
+ */
+Test(ctl_quarantine, skip_lets_the_events_behind_a_quarantined_head_go_on_and_keeps_the_row)
+{
+    struct relay_env env;
+    struct harness_proc relay;
+    struct ctl_run r;
+    char *head, *agg, sql[512];
+    json_t *line;
+
+    harness_exec(conn, "SELECT outbox.set_ordering(true)");
+    head = insert_bad("review.logged", ENVELOPE("review.logged", "occurred_at", "{}"));
+    snprintf(sql, sizeof(sql), "SELECT aggregate_id::text FROM outbox.events WHERE id = '%s'",
+             head);
+    agg = harness_scalar_text(conn, sql);
+    snprintf(sql, sizeof(sql),
+             "INSERT INTO committed SELECT outbox.enqueue('movie', '%s', 'review.logged', "
+             "'{}') FROM generate_series(1, 2)",
+             agg);
+    harness_exec(conn, sql);
+    cr_assert_eq(relay_test_count(conn, "aggregate_seq IS NOT NULL"), 3, "an ordered aggregate");
+    relay_test_env(&env, "QSKIP", "qskip");
+    relay_test_start(&relay, &env, "qskip-relay");
+    HARNESS_WAIT_UNTIL(status_of(head, "invalid") == 1 &&
+                           relay_test_count(conn, "last_error = 'waiting_for_head'") == 2,
+                       30000);
+    harness_sleep_ms(1500);
+    cr_assert_eq(relay_test_count(conn, "aggregate_seq > 1 AND published_at IS NULL"), 2,
+                 "the events behind the quarantined head wait");
+
+    ctl_expect(&r, &env, 2, (const char *const[]){"quarantine", "skip", NULL});
+    cr_assert(strstr(r.out, "--all") != NULL, "a skip of everything needs --all: %s", r.out);
+    ctl_run_fini(&r);
+    ctl_expect(
+        &r, &env, 0,
+        (const char *const[]){"quarantine", "skip", "--id", head, "--dry-run", "--json", NULL});
+    cr_assert_eq(ctl_count(&r, "would_skip"), 1, "%s", r.out);
+    ctl_run_fini(&r);
+    cr_assert_eq(harness_scalar_ll(conn, "SELECT count(*) FROM outbox.aggregate_skips"), 0,
+                 "a dry run changes nothing");
+    ctl_expect(&r, &env, 0,
+               (const char *const[]){"quarantine", "skip", "--id", head, "--json", NULL});
+    line = line_of(&r, "skipped", head);
+    cr_assert(line != NULL, "%s", r.out);
+    cr_assert_eq(ctl_int(line, "aggregate_seq"), 1, "%s", r.out);
+    cr_assert_str_eq(ctl_str(line, "aggregate_id"), agg, "%s", r.out);
+    cr_assert_eq(ctl_int(ctl_line(&r, "summary", 0), "count"), 1, "%s", r.out);
+    cr_assert_str_eq(ctl_str(ctl_line(&r, "summary", 0), "action"), "skip", "%s", r.out);
+    ctl_run_fini(&r);
+    HARNESS_WAIT_UNTIL(
+        relay_test_count(conn, "aggregate_seq > 1 AND published_at IS NOT NULL") == 2, 30000);
+    cr_assert_eq(status_of(head, "invalid"), 1, "the skipped head stays quarantined");
+    cr_assert_eq(harness_scalar_ll(conn, "SELECT count(*) FROM outbox.aggregate_skips "
+                                         "WHERE aggregate_seq = 1 AND handler = ''"),
+                 1, "a gap for relays and every handler");
+
+    /* Listed as skipped, never released, and not skipped twice. */
+    ctl_expect(&r, &env, 1, (const char *const[]){"quarantine", "list", "--json", NULL});
+    cr_assert(json_is_true(json_object_get(line_of(&r, "quarantined", head), "skipped")), "%s",
+              r.out);
+    ctl_run_fini(&r);
+    ctl_expect(&r, &env, 1, (const char *const[]){"quarantine", "release", "--id", head, NULL});
+    cr_assert(strstr(r.out, "never published") != NULL, "%s", r.out);
+    ctl_run_fini(&r);
+    cr_assert_eq(status_of(head, "invalid"), 1, "a skipped row is not released");
+    ctl_expect(&r, &env, 0,
+               (const char *const[]){"quarantine", "skip", "--id", head, "--json", NULL});
+    line = line_of(&r, "not_skipped", head);
+    cr_assert(line != NULL, "%s", r.out);
+    cr_assert_str_eq(ctl_str(line, "reason"), "skipped already");
+    ctl_run_fini(&r);
+
+    relay_test_stop(&relay, 10000);
+    free(agg);
+    free(head);
     relay_env_fini(&env);
 }
 
