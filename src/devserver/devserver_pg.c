@@ -160,6 +160,72 @@ initdb(const struct obx_dev_pg *pg, const struct pg_paths *p, char *err, size_t 
     return run_pg_tool(p, argv, INITDB_TIMEOUT_MS, err, len);
 }
 
+/* cp -a `from` `to` (`to` must not exist): owners and modes as they were. */
+static int
+copy_tree(const char *from, const char *to, char *err, size_t len)
+{
+    char cp[512];
+    char *argv[] = {cp, "-a", (char *)from, (char *)to, NULL};
+    struct obx_dev_exec x = {cp, argv, NULL, -1, NULL, NULL, 1, -1};
+    int status;
+
+    if (obx_dev_which("cp", cp, sizeof(cp)) != 0) {
+        snprintf(err, len, "cp not found in PATH");
+        return -1;
+    }
+    status = obx_dev_exec_run(&x, INITDB_TIMEOUT_MS, err, len);
+    if (status > 0) {
+        snprintf(err, len, "cp -a %s %s exited with %d", from, to, status);
+    }
+    return status == 0 ? 0 : -1;
+}
+
+/*
+ * The cluster's data directory: a copy of the one initdb made for an
+ * earlier boot of the same server binaries (pg->initdb_cache), else
+ * initdb's, which then goes into the cache for the next boot. initdb's
+ * result depends only on the binaries (in the key), its fixed options and
+ * the machine. The cache is filled by rename(), so a boot never sees half
+ * of one; a boot that cannot fill it still boots.
+ */
+static int
+make_data(const struct obx_dev_pg *pg, const struct pg_paths *p, char *err, size_t len)
+{
+    char kept[800], marker[840], tmp[840];
+    struct stat st;
+    int n;
+
+    if (pg->durable || pg->initdb_cache == NULL) {
+        return initdb(pg, p, err, len);
+    }
+    n = snprintf(kept, sizeof(kept), "%s/v1", pg->initdb_cache);
+    for (const char *c = pg->bindir; *c != '\0' && n > 0 && (size_t)n < sizeof(kept) - 1; c++) {
+        kept[n++] = *c == '/' ? '_' : *c;
+    }
+    kept[n < (int)sizeof(kept) ? n : (int)sizeof(kept) - 1] = '\0';
+    snprintf(marker, sizeof(marker), "%s/PG_VERSION", kept);
+    if (stat(marker, &st) == 0) {
+        return copy_tree(kept, p->data, err, len);
+    }
+    if (initdb(pg, p, err, len) != 0) {
+        return -1;
+    }
+    snprintf(tmp, sizeof(tmp), "%s.%d", kept, (int)getpid());
+    if ((mkdir(pg->initdb_cache, 0755) == 0 || errno == EEXIST) &&
+        copy_tree(p->data, tmp, err, len) == 0 && rename(tmp, kept) != 0) {
+        char rm[512];
+        char *argv[] = {rm, "-rf", tmp, NULL};
+        struct obx_dev_exec x = {rm, argv, NULL, -1, NULL, NULL, 1, -1};
+
+        /* Another boot filled it first: its copy is as good. */
+        if (obx_dev_which("rm", rm, sizeof(rm)) == 0) {
+            obx_dev_exec_run(&x, INITDB_TIMEOUT_MS, err, len);
+        }
+    }
+    err[0] = '\0';
+    return 0;
+}
+
 int
 obx_dev_pg_start(const char *dir, const struct obx_dev_pg *pg, char *err, size_t len)
 {
@@ -247,7 +313,7 @@ obx_dev_pg_boot(const char *dir, struct obx_dev_pg *pg, char *err, size_t len)
 
     if (pg_paths(dir, &p) != 0 || prepare_dirs(dir, &p, err, len) != 0 ||
         find_bindir(&p, pg->bindir, sizeof(pg->bindir), err, len) != 0 ||
-        initdb(pg, &p, err, len) != 0) {
+        make_data(pg, &p, err, len) != 0) {
         return -1;
     }
     /* The free port may be taken before the server binds it: try a few. */

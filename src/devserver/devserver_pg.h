@@ -17,11 +17,19 @@ struct obx_dev_pg {
     char bindir[256]; /* initdb and pg_ctl; set by obx_dev_pg_boot */
     int port;         /* 127.0.0.1:port; set by obx_dev_pg_boot */
     int durable;      /* 1: PostgreSQL's defaults (fsync on); 0: fsync and full_page_writes off */
+    /*
+     * Not durable only (else ignored): a directory where obx_dev_pg_boot
+     * keeps the first initdb's result and copies it for later boots instead
+     * of running initdb again (the test harness boots a cluster per test
+     * binary). NULL: initdb every time. Not kept in the harness's state.
+     */
+    const char *initdb_cache;
 };
 
 /*
  * Finds the server binaries ($OUTBOX_TEST_PG_BINDIR, else `pg_config
- * --bindir`), runs initdb in <dir>/pg/data and starts the server on a free
+ * --bindir`), runs initdb in <dir>/pg/data (or copies pg->initdb_cache's
+ * result there) and starts the server on a free
  * port; returns once it accepts connections. Set pg->durable first. 0, or
  * -1 with the reason in err (a cluster that did start is left running for
  * the caller's teardown: obx_dev_pg_halt).

@@ -26,6 +26,8 @@ hx_pg_boot(const char *run_dir, struct hx_state *st, char *err, size_t len)
     char url[256];
 
     st->pg.durable = 0;
+    /* One initdb per build tree, copied by every binary's boot after it. */
+    st->pg.initdb_cache = OBX_HARNESS_INITDB_CACHE;
     if (obx_dev_pg_boot(run_dir, &st->pg, err, len) != 0) {
         return -1;
     }

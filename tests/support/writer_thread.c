@@ -53,7 +53,7 @@ writer_main(void *arg)
              "INSERT INTO committed SELECT outbox.enqueue('movie', gen_random_uuid(), "
              "'review.logged', jsonb_build_object('n', g)) FROM generate_series(1, %d) AS g",
              w->per_txn);
-    while (atomic_load(&w->committed) < w->target) {
+    while (atomic_load(&w->committed) < w->target && !atomic_load(&w->stop)) {
         PGresult *res = PQexec(c, sql);
 
         if (PQresultStatus(res) == PGRES_COMMAND_OK) {
@@ -82,7 +82,14 @@ writer_thread_start(struct writer_thread *w)
     atomic_store(&w->committed, 0);
     atomic_store(&w->failures, 0);
     atomic_store(&w->done, 0);
+    atomic_store(&w->stop, 0);
     return pthread_create(&w->thread, NULL, writer_main, w) == 0 ? 0 : -1;
+}
+
+void
+writer_thread_stop(struct writer_thread *w)
+{
+    atomic_store(&w->stop, 1);
 }
 
 void

@@ -23,11 +23,19 @@ struct writer_thread {
     atomic_int committed; /* events in transactions whose COMMIT was acknowledged */
     atomic_int failures;  /* statements lost to an outage (retried) */
     atomic_int done;      /* 1 once the thread has finished */
+    atomic_int stop;      /* set by the test (writer_thread_stop): finish before the target */
     pthread_t thread;
 };
 
 /* Starts the thread; -1 if it could not be created. */
 int writer_thread_start(struct writer_thread *w);
+
+/*
+ * Asks the thread to finish after its transaction in flight, short of its
+ * target: for a test whose measured span is over, so it does not wait out
+ * events it no longer measures. What was committed stays in `committed`.
+ */
+void writer_thread_stop(struct writer_thread *w);
 
 /* Waits for the thread to finish. */
 void writer_thread_join(struct writer_thread *w);

@@ -86,9 +86,11 @@ pipeline_start(struct pipeline *p, const char *stream, const char *prefix, int s
     chaos_start_writer(&p->w, RATE * seconds, 10, 50);
 }
 
+/* Called once the test has measured what it checks: the writer's remaining events would be idle. */
 static void
 pipeline_stop(struct pipeline *p)
 {
+    writer_thread_stop(&p->w);
     HARNESS_WAIT_UNTIL(atomic_load(&p->w.done), 900000);
     writer_thread_join(&p->w);
     HARNESS_WAIT_UNTIL(relay_test_unfinished(conn) == 0, 30000);
