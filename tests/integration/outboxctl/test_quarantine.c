@@ -9,7 +9,8 @@
  * rows its filter chooses, nothing with --dry-run, and like release it
  * refuses to run without a filter or --all. skip records a quarantined
  * head of an ordered aggregate as a gap: the events behind it go out, and
- * the row stays quarantined. status and validate point to the verb. The bad rows are written past the table's rules the way the
+ * the row stays quarantined. status and validate point to the verb. The
+ * bad rows are written past the table's rules the way
  * docs/writing-events.md describes (outbox.rows_validated set by hand).
  */
 #include <stdio.h>
