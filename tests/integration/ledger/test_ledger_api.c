@@ -168,54 +168,47 @@ Test(ledger_api, a_rolled_back_try_claim_leaves_nothing_and_the_event_runs_again
     PQfinish(svc);
 }
 
-Test(ledger_api, a_claim_held_by_an_open_transaction_is_waited_for_not_run_twice)
+/*
+ * `a` claims `id` in an open transaction; `b`'s try_claim must wait for it,
+ * and once `a` ends with `end` (COMMIT or ROLLBACK) answer `want`.
+ */
+static void
+waiter_answers(PGconn *a, PGconn *b, const char *id, const char *end, const char *want)
 {
-    struct one_event e = event_new(NULL);
-    PGconn *a = helper_connect(), *b = helper_connect();
     char sql[256];
     PGresult *res;
 
-    /* Commit: the waiter finds it done. */
     harness_exec(a, "BEGIN");
-    cr_assert(try_claim(a, e.id));
+    cr_assert(try_claim(a, id));
     harness_exec(b, "BEGIN");
-    snprintf(sql, sizeof(sql), "SELECT outbox.try_claim('%s', 'billing')", e.id);
+    snprintf(sql, sizeof(sql), "SELECT outbox.try_claim('%s', 'billing')", id);
     cr_assert(PQsendQuery(b, sql));
     harness_sleep_ms(300);
     cr_assert(PQisBusy(b) || (PQconsumeInput(b), PQisBusy(b)), "b must wait for a's claim");
-    harness_exec(a, "COMMIT");
+    harness_exec(a, end);
     res = PQgetResult(b);
     cr_assert_eq(PQresultStatus(res), PGRES_TUPLES_OK, "%s", PQresultErrorMessage(res));
-    cr_assert_str_eq(PQgetvalue(res, 0, 0), "f");
+    cr_assert_str_eq(PQgetvalue(res, 0, 0), want, "after a's %s", end);
     PQclear(res);
     while ((res = PQgetResult(b)) != NULL) {
         PQclear(res);
     }
     harness_exec(b, "COMMIT");
+}
 
-    /* Rollback: the waiter runs it. */
-    free(e.envelope);
-    e = event_new(NULL);
-    harness_exec(a, "BEGIN");
-    cr_assert(try_claim(a, e.id));
-    harness_exec(b, "BEGIN");
-    snprintf(sql, sizeof(sql), "SELECT outbox.try_claim('%s', 'billing')", e.id);
-    cr_assert(PQsendQuery(b, sql));
-    harness_sleep_ms(300);
-    harness_exec(a, "ROLLBACK");
-    res = PQgetResult(b);
-    cr_assert_eq(PQresultStatus(res), PGRES_TUPLES_OK, "%s", PQresultErrorMessage(res));
-    cr_assert_str_eq(PQgetvalue(res, 0, 0), "t");
-    PQclear(res);
-    while ((res = PQgetResult(b)) != NULL) {
-        PQclear(res);
-    }
-    harness_exec(b, "COMMIT");
+Test(ledger_api, a_claim_held_by_an_open_transaction_is_waited_for_not_run_twice)
+{
+    struct one_event done = event_new(NULL), undone = event_new(NULL);
+    PGconn *a = helper_connect(), *b = helper_connect();
+
+    waiter_answers(a, b, done.id, "COMMIT", "f");     /* the waiter finds it done */
+    waiter_answers(a, b, undone.id, "ROLLBACK", "t"); /* the waiter runs it */
     cr_assert_eq(ll("SELECT count(*) FROM outbox.processed_events WHERE event_id = '%s' "
                     "AND status = 'done'",
-                    e.id),
+                    undone.id),
                  1);
-    free(e.envelope);
+    free(done.envelope);
+    free(undone.envelope);
     PQfinish(a);
     PQfinish(b);
 }
