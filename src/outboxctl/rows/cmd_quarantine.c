@@ -10,7 +10,8 @@
  * due; the others keep their status and their reason is printed again
  * (exit 1). A row is repaired by an UPDATE of its envelope, which the
  * table's row trigger checks, then released (docs/operations.md: Quarantined rows).
- * purge deletes the chosen rows for good. skip records each chosen row
+ * purge deletes the chosen rows for good, except an ordered event not yet
+ * skipped: it is refused and kept (exit 1), the others purged. skip records each chosen row
  * that is an ordered event as a gap of its aggregate (quarantine_skip.sql),
  * as `dead skip` does for a dead letter, so the events waiting behind a
  * quarantined head go on; the row stays quarantined and is never released.
@@ -45,6 +46,8 @@ enum { PARAM_CURSOR = OBX_CTL_FILTER_COUNT, PARAM_PAGE, PARAM_ENVELOPE, PARAM_CO
 
 static const char *const row_keys[] = {"id",     "aggregate_type", "event_type", "created_at",
                                        "reason", "skipped",        NULL};
+static const char *const refuse_keys[] = {
+    "id", "aggregate_type", "aggregate_id", "aggregate_seq", "reason", NULL};
 static const char *const skip_keys[] = {
     "id", "aggregate_type", "aggregate_id", "aggregate_seq", "woken", "reason", NULL};
 
@@ -55,7 +58,7 @@ struct quarantine_run {
     PGconn *conn;
     const char *params[PARAM_COUNT];
     size_t max_body;
-    long long done, still_invalid, skipped;
+    long long done, still_invalid, skipped, refused;
     outbox_error err;
 };
 
@@ -192,14 +195,48 @@ release_page(struct quarantine_run *r, json_t *rows)
     return st;
 }
 
+/*
+ * Deletes the rows, but keeps an ordered event not yet skipped
+ * (quarantine_purge.sql refuses it): consumers wait for its number, and
+ * once the row is gone no verb could skip it. The others in the same
+ * selection are purged; the refused are each printed with the verb that
+ * lets them go (exit 1), as release prints the rows it keeps.
+ */
 static outbox_status
 purge_page(struct quarantine_run *r, json_t *rows)
 {
-    json_t *changed = NULL;
+    json_t *changed = NULL, *row;
+    size_t i;
     outbox_status st = change_rows(r, obx_sql_quarantine_purge, rows, 0, &changed);
 
-    if (st == OUTBOX_OK) {
-        report_changed(r, rows, 0, changed, r->args->dry_run ? "would_purge" : "purged");
+    json_array_foreach(st == OUTBOX_OK ? rows : NULL, i, row)
+    {
+        const char *id = obx_ctl_str(row, "id");
+        json_t *got = json_object_get(changed, id);
+        char reason[320];
+
+        if (got == NULL) {
+            json_object_set_new(row, "reason",
+                                json_string("changed, released or purged by someone else while "
+                                            "this ran: run it again"));
+            emit(r, "skipped", row);
+            r->skipped++;
+        } else if (json_is_true(json_object_get(got, "purged"))) {
+            emit(r, r->args->dry_run ? "would_purge" : "purged", row);
+            r->done++;
+        } else {
+            snprintf(reason, sizeof(reason),
+                     "event %s is number %lld of an ordered aggregate and not skipped: consumers "
+                     "wait for it, so purging it would hold the events behind it for good; run "
+                     "`outboxctl quarantine skip --id %s` first, then purge it",
+                     id, (long long)json_integer_value(json_object_get(got, "aggregate_seq")), id);
+            json_object_set(row, "aggregate_seq", json_object_get(got, "aggregate_seq"));
+            json_object_set_new(row, "reason", json_string(reason));
+            json_object_del(row, "digest");
+            json_object_del(row, "envelope");
+            obx_ctl_emit(r->args->json, "not_purged", row, refuse_keys);
+            r->refused++;
+        }
     }
     json_decref(changed);
     return st;
@@ -286,6 +323,10 @@ summary(struct quarantine_run *r, const char *action, const char *text)
                           (json_int_t)r->done, "still_invalid", (json_int_t)r->still_invalid,
                           "skipped", (json_int_t)r->skipped, "dry_run", r->args->dry_run);
 
+    if (strcmp(action, "purge") == 0) {
+        json_object_set_new(s, "refused", json_integer(r->refused));
+    }
+
     if (r->args->json) {
         obx_ctl_emit(1, "summary", s, NULL);
     } else {
@@ -296,6 +337,11 @@ summary(struct quarantine_run *r, const char *action, const char *text)
         }
         if (r->skipped > 0) {
             printf(", %lld skipped (changed meanwhile: run it again)", r->skipped);
+        }
+        if (r->refused > 0) {
+            printf(", %lld refused (ordered events not skipped: `outboxctl quarantine skip --id "
+                   "ID` first)",
+                   r->refused);
         }
         if (strcmp(action, "list") == 0 && r->done > 0) {
             printf(" (repair a row's envelope, then `outboxctl quarantine release --id ID`; "
@@ -365,7 +411,10 @@ obx_ctl_quarantine(const struct obx_config *cfg, int argc, char **argv)
                     : sub[0] == 'r' ? (args.dry_run ? "would release" : "released")
                     : sub[0] == 's' ? (args.dry_run ? "would skip" : "skipped")
                                     : (args.dry_run ? "would purge" : "purged"));
-            code = (sub[0] == 'l' && r.done > 0) || r.still_invalid > 0 || r.skipped > 0 ? 1 : 0;
+            code = (sub[0] == 'l' && r.done > 0) || r.still_invalid > 0 || r.skipped > 0 ||
+                           r.refused > 0
+                       ? 1
+                       : 0;
         }
     }
     obx_ctl_close(r.conn);

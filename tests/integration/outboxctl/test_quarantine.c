@@ -9,7 +9,8 @@
  * rows its filter chooses, nothing with --dry-run, and like release it
  * refuses to run without a filter or --all. skip records a quarantined
  * head of an ordered aggregate as a gap: the events behind it go out, and
- * the row stays quarantined. status and validate point to the verb. The
+ * the row stays quarantined; purge refuses such a head until it is
+ * skipped, and purges the unordered rows beside it. status and validate point to the verb. The
  * bad rows are written past the table's rules the way
  * docs/writing-events.md describes (outbox.rows_validated set by hand).
  */
@@ -292,6 +293,71 @@ Test(ctl_quarantine, skip_lets_the_events_behind_a_quarantined_head_go_on_and_ke
     relay_test_stop(&relay, 10000);
     free(agg);
     free(head);
+    relay_env_fini(&env);
+}
+
+/*
+ * purge refuses an ordered event not yet skipped: consumers wait for its
+ * number, and with the row gone no verb could skip it. In a selection
+ * that mixes both, the unordered row is purged, the ordered head is kept
+ * and named with the verb to use (exit 1); once skipped, it purges.
+ */
+Test(ctl_quarantine, purge_refuses_an_ordered_head_until_it_is_skipped)
+{
+    struct relay_env env;
+    struct ctl_run r;
+    char *plain, *head;
+    json_t *line;
+
+    plain = insert_bad("review.logged", ENVELOPE("review.logged", "occurred_at", "{}"));
+    harness_exec(conn, "SELECT outbox.set_ordering(true)");
+    head = insert_bad("review.logged", ENVELOPE("review.logged", "occurred_at", "{}"));
+    cr_assert_eq(relay_test_count(conn, "aggregate_seq IS NOT NULL"), 1, "one ordered row");
+    /* Quarantined as the relay's finish does it (finish_rows.sql's invalid). */
+    harness_exec(conn, "UPDATE outbox.events SET status = 'invalid', next_attempt_at = 'infinity', "
+                       "last_error = 'envelope: occurred_at is missing'");
+    relay_test_env(&env, "QPURGE", "qpurge");
+
+    ctl_expect(&r, &env, 1,
+               (const char *const[]){"quarantine", "purge", "--all", "--dry-run", "--json", NULL});
+    cr_assert(line_of(&r, "would_purge", plain) != NULL, "%s", r.out);
+    cr_assert(line_of(&r, "not_purged", head) != NULL, "%s", r.out);
+    ctl_run_fini(&r);
+    cr_assert_eq(status_of(plain, "invalid") + status_of(head, "invalid"), 2,
+                 "a dry run deletes nothing");
+
+    ctl_expect(&r, &env, 1, (const char *const[]){"quarantine", "purge", "--all", "--json", NULL});
+    cr_assert(line_of(&r, "purged", plain) != NULL, "%s", r.out);
+    line = line_of(&r, "not_purged", head);
+    cr_assert(line != NULL, "%s", r.out);
+    cr_assert_eq(ctl_int(line, "aggregate_seq"), 1, "%s", r.out);
+    cr_assert(strstr(ctl_str(line, "reason"), head) != NULL, "names the event: %s", r.out);
+    cr_assert(strstr(ctl_str(line, "reason"), "outboxctl quarantine skip --id") != NULL,
+              "names the verb: %s", r.out);
+    cr_assert_eq(ctl_int(ctl_line(&r, "summary", 0), "count"), 1, "%s", r.out);
+    cr_assert_eq(ctl_int(ctl_line(&r, "summary", 0), "refused"), 1, "%s", r.out);
+    ctl_run_fini(&r);
+    cr_assert_eq(status_of(plain, "invalid"), 0, "the unordered row is purged");
+    cr_assert_eq(status_of(head, "invalid"), 1, "the ordered head is kept");
+
+    /* Text: the refusal names the event and the verb. */
+    ctl_expect(&r, &env, 1, (const char *const[]){"quarantine", "purge", "--id", head, NULL});
+    cr_assert(strstr(r.out, head) != NULL && strstr(r.out, "quarantine skip --id") != NULL &&
+                  strstr(r.out, "1 refused") != NULL,
+              "%s", r.out);
+    ctl_run_fini(&r);
+    cr_assert_eq(status_of(head, "invalid"), 1, "the ordered head is kept");
+
+    ctl_expect(&r, &env, 0, (const char *const[]){"quarantine", "skip", "--id", head, NULL});
+    ctl_run_fini(&r);
+    ctl_expect(&r, &env, 0,
+               (const char *const[]){"quarantine", "purge", "--id", head, "--json", NULL});
+    cr_assert(line_of(&r, "purged", head) != NULL, "a skipped head purges: %s", r.out);
+    ctl_run_fini(&r);
+    cr_assert_eq(status_of(head, "invalid"), 0, "purged once skipped");
+
+    free(head);
+    free(plain);
     relay_env_fini(&env);
 }
 
