@@ -84,9 +84,12 @@ WITH cur AS MATERIALIZED (
     -- skipped, or not in the table: published and pruned). Windows take rows
     -- in (tx, id) order, which is not commit order within a window, and a
     -- batch can stop between two numbers of one aggregate: the rest wait.
-    SELECT t.id, t.aggregate_seq - first_value(t.aggregate_seq) OVER w + 1
-                 = row_number() OVER w AS in_run,
-           first_value(t.aggregate_seq) OVER w AS first_seq, t.aggregate_type, t.aggregate_id,
+    -- Each row whole, so that `out` takes them from here, not by a join
+    -- back to taken (a join of two CTEs is planned from their guessed
+    -- sizes: a nested loop, quadratic in the batch).
+    SELECT t.*, t.aggregate_seq - first_value(t.aggregate_seq) OVER w + 1
+                = row_number() OVER w AS in_run,
+           first_value(t.aggregate_seq) OVER w AS first_seq,
            min(t.tx) OVER (PARTITION BY t.part, t.aggregate_type, t.aggregate_id) AS run_tx
       FROM taken AS t
      WHERE t.aggregate_seq IS NOT NULL
@@ -121,10 +124,15 @@ WITH cur AS MATERIALIZED (
            last_error = 'waiting_for_head'
      WHERE e.id = ANY (ARRAY(SELECT id FROM waiting)) -- by primary key, none when none wait
 ), out AS MATERIALIZED (
-    SELECT t.*, coalesce(r.run_tx, t.tx) AS run_tx
+    -- The unordered rows, then the ordered ones that do not wait.
+    SELECT t.*, t.tx AS run_tx
       FROM taken AS t
-      LEFT JOIN runs AS r ON r.id = t.id
-     WHERE t.id NOT IN (SELECT id FROM waiting)
+     WHERE t.aggregate_seq IS NULL
+    UNION ALL
+    SELECT r.part, r.id, r.tx, r.envelope, r.attempts, r.lease_expiries, r.event_type,
+           r.aggregate_type, r.aggregate_id, r.tenant_id, r.data_subject, r.aggregate_seq, r.run_tx
+      FROM runs AS r
+     WHERE r.id NOT IN (SELECT id FROM waiting)
 ), last AS MATERIALIZED (
     -- Where the batch stopped: in the window just begun when the old one
     -- was done, else in the old one.
