@@ -741,3 +741,40 @@ Test(lease_plan, prune_reads_the_due_rows_of_a_foreign_writer_only)
     harness_exec(conn, "VACUUM ANALYZE outbox.events");
     expect_bounded_prune("foreign ids, fresh statistics", 7200, in_range + 2 * LIMIT);
 }
+
+/*
+ * A claim of an ordered schema's rows hands them out from its runs as they
+ * are: the plan of `out` joins nothing. A join of two CTEs is planned from
+ * their guessed sizes, and was a nested loop comparing every row of the
+ * batch with every other (250,000 comparisons, 56 of a 79 ms claim of 500).
+ */
+Test(lease_plan, an_ordered_claim_joins_no_ctes_to_hand_out_its_rows)
+{
+    static const char *const joins[] = {"Nested Loop", "Hash Join", "Merge Join"};
+    outbox_error err;
+    json_error_t jerr;
+    char *text = NULL;
+    json_t *doc, *out;
+
+    load_due(1000);
+    /* Each row the head of its own aggregate, numbered as an ordered writer would. */
+    harness_exec(conn, "ALTER TABLE outbox.events DISABLE TRIGGER USER");
+    harness_exec(conn, "UPDATE outbox.events SET aggregate_id = gen_random_uuid(), "
+                       "aggregate_seq = 1");
+    harness_exec(conn, "ALTER TABLE outbox.events ENABLE ALWAYS TRIGGER events_row_valid");
+    harness_exec(conn, "ALTER TABLE outbox.events ENABLE TRIGGER events_wakeup");
+    harness_exec(conn, "ANALYZE outbox.events");
+    cr_assert_eq(obx_store_claim_plan(store, LIMIT, 1, &text, &err), OUTBOX_OK, "%s", err.message);
+    doc = json_loads(text, 0, &jerr);
+    cr_assert(doc != NULL, "EXPLAIN JSON does not parse: %s", jerr.text);
+    out = find_subplan(json_object_get(json_array_get(doc, 0), "Plan"), "CTE out");
+    cr_assert(out != NULL, "no CTE out: %s", text);
+    cr_assert_eq(json_integer_value(json_object_get(out, "Actual Rows")), LIMIT,
+                 "the claim hands out a full batch: %s", text);
+    for (size_t i = 0; i < sizeof(joins) / sizeof(joins[0]); i++) {
+        cr_assert(find_type(out, joins[i]) == NULL, "the claim's out uses a %s: %s", joins[i],
+                  text);
+    }
+    json_decref(doc);
+    free(text);
+}
