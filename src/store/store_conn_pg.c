@@ -107,6 +107,7 @@ void
 obx_store_close(struct obx_store *store)
 {
     if (store != NULL) {
+        obx_store_release_woken(store);
         obx_pg_session_fini(&store->pg);
         free(store->schema);
         free(store->holder);

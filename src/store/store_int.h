@@ -39,6 +39,9 @@ struct obx_store {
     long long row_lease_due_ms; /* monotonic time the row lease goes first again */
     int retries_due;            /* the last claim saw a row that came back due: lease it */
     int lease_limit;            /* the last lease's batch limit: how many successors to wake */
+    int lease_seconds;          /* the last lease's: how long the woken rows are leased */
+    int max_lease_expiries;     /* the last lease's: a woken row past it is not leased */
+    PGresult *woken;            /* rows the last wake-up leased: the next lease's batch */
 };
 
 /* What the window claim's takeover step found (claim_takeover.sql). */
@@ -60,13 +63,27 @@ outbox_status obx_store_claim_window(struct obx_store *store, int limit, int cla
                                      outbox_error *err);
 
 /*
- * After a finish: makes the rows that waited for the ordered heads the
- * lease published (outcome done) due now, and the row lease go first if
- * any woke. Failures are logged only: waiting rows are looked at again
- * after a while in any case (migration 0016).
+ * After a finish: leases to this store the runs of rows that waited for
+ * the ordered heads the lease published (outcome done), kept for the next
+ * obx_store_lease(), and makes the other rows that waited for them due
+ * now, with the row lease going first. Failures are logged only: waiting
+ * rows are looked at again after a while in any case (migration 0016).
  */
 void obx_store_wake_successors(struct obx_store *store, const struct obx_lease *lease,
                                const enum obx_row_outcome *outcomes, const unsigned char *held);
+
+/*
+ * The rows the last wake-up leased, as `*out` (1), or 0 when there are
+ * none, or more than `limit` (then they are given back, due); either way
+ * the store no longer keeps them.
+ */
+int obx_store_take_woken(struct obx_store *store, int limit, struct obx_lease *out);
+
+/*
+ * Gives back the rows the last wake-up leased that no lease took (the
+ * store is closing): pending and due now, no attempt spent.
+ */
+void obx_store_release_woken(struct obx_store *store);
 
 /*
  * The published rows of an ordered aggregate that follow one of its rows

@@ -114,6 +114,11 @@ obx_store_lease(struct obx_store *store, int limit, int lease_seconds, int max_l
                         limit, lease_seconds, max_lease_expiries);
     }
     store->lease_limit = limit;
+    store->lease_seconds = lease_seconds;
+    store->max_lease_expiries = max_lease_expiries;
+    if (obx_store_take_woken(store, limit, out)) {
+        return OUTBOX_OK; /* the heads this relay published last: their runs go next */
+    }
     status = obx_pg_session_require(&store->pg, err);
     if (status != OUTBOX_OK || store->row_leases_only) {
         return status != OUTBOX_OK ? status

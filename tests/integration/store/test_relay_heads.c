@@ -152,6 +152,112 @@ Test(relay_heads, a_successor_waits_while_its_head_is_out_and_its_publish_wakes_
     obx_store_close(other);
 }
 
+/*
+ * The publish of a head leases the run waiting behind it to the relay that
+ * published it, in the same write that wakes it: no other relay takes it,
+ * and that relay's next lease is the run, in number order. A relay that
+ * closes before leasing again gives it back, due, to the others.
+ */
+Test(relay_heads, a_head_s_publish_leases_the_run_behind_it_to_its_relay)
+{
+    struct obx_store *other = helper_store_open("heads-test-2");
+    struct obx_store *leaving = helper_store_open("heads-test-3");
+    struct obx_lease head, none, next;
+    char seqs[64];
+    char *ids[5];
+
+    ids[0] = enqueue_on(conn, agg_x);
+    helper_lease(store, 100, 60, &head);
+    cr_assert_eq(head.count, 1);
+    ids[1] = enqueue_on(conn, agg_x);
+    ids[2] = enqueue_on(conn, agg_x);
+    helper_lease(other, 100, 60, &none);
+    cr_assert_eq(none.count, 0, "numbers 2 and 3 wait while number 1 is out");
+    obx_lease_fini(&none);
+    publish(store, &head);
+    cr_assert_eq(helper_count(conn, "aggregate_seq IN (2, 3) AND status = 'leased' "
+                                    "AND last_error IS NULL"),
+                 2, "the head's publish leases the run behind it");
+    helper_lease(other, 100, 60, &none);
+    cr_assert_eq(none.count, 0, "no other relay takes it");
+    obx_lease_fini(&none);
+    helper_lease(store, 100, 60, &next);
+    lease_seqs(&next, seqs, sizeof(seqs));
+    cr_assert_str_eq(seqs, "2,3", "the relay that published the head publishes its run next");
+    publish(store, &next);
+
+    /* Given back by a relay that closes before its next lease. */
+    helper_lease(leaving, 100, 60, &head);
+    cr_assert_eq(head.count, 0);
+    obx_lease_fini(&head);
+    ids[3] = enqueue_on(conn, agg_x);
+    helper_lease(leaving, 100, 60, &head);
+    cr_assert_eq(head.count, 1);
+    ids[4] = enqueue_on(conn, agg_x);
+    helper_lease(other, 100, 60, &none);
+    cr_assert_eq(none.count, 0, "number 5 waits while number 4 is out");
+    obx_lease_fini(&none);
+    publish(leaving, &head);
+    cr_assert_eq(helper_count(conn, "aggregate_seq = 5 AND status = 'leased'"), 1);
+    obx_store_close(leaving);
+    cr_assert_eq(helper_count(conn, "aggregate_seq = 5 AND status = 'pending' "
+                                    "AND next_attempt_at <= now() AND attempts = 0 "
+                                    "AND lease_expiries = 0"),
+                 1, "a closing relay gives its woken run back, due, no attempt spent");
+    helper_lease(other, 100, 60, &next);
+    cr_assert_eq(next.count, 1);
+    cr_assert_str_eq(obx_lease_id(&next, 0), ids[4]);
+    publish(other, &next);
+    cr_assert_eq(helper_count(conn, "published_at IS NULL"), 0);
+    for (int i = 0; i < 5; i++) {
+        free(ids[i]);
+    }
+    obx_store_close(other);
+}
+
+/*
+ * A finish that lost one row's lease (another relay holds that head now)
+ * records nothing for it, so its wake-up leases nothing behind that head:
+ * the rows wait for its real publish. The heads it did record wake as
+ * usual.
+ */
+Test(relay_heads, a_finish_that_lost_a_head_s_lease_leases_nothing_behind_it)
+{
+    struct obx_store *other = helper_store_open("heads-test-2");
+    struct obx_finish_options opts = helper_finish_options(OBX_FINISH_MARK, 5);
+    struct obx_finish_counts counts;
+    struct obx_lease heads, none;
+    char *ids[4], sql[256];
+
+    ids[0] = enqueue_on(conn, agg_x);
+    ids[1] = enqueue_on(conn, agg_y);
+    helper_lease(store, 100, 60, &heads);
+    cr_assert_eq(heads.count, 2);
+    ids[2] = enqueue_on(conn, agg_x);
+    ids[3] = enqueue_on(conn, agg_y);
+    helper_lease(other, 100, 60, &none);
+    cr_assert_eq(none.count, 0, "both number 2s wait for their heads");
+    obx_lease_fini(&none);
+    /* x's head was given back meanwhile and another relay leased it. */
+    snprintf(sql, sizeof(sql),
+             "UPDATE outbox.events SET status = 'leased', lease_token = gen_random_uuid(), "
+             "leased_until = now() + interval '1 minute' WHERE id = '%s'",
+             ids[0]);
+    harness_exec(conn, sql);
+    counts = helper_finish_all(store, &heads, OBX_ROW_DONE, NULL, &opts);
+    cr_assert_eq(counts.done, 1, "the finish lost x's head");
+    obx_lease_fini(&heads);
+    cr_assert_eq(helper_count(conn, "aggregate_seq = 2 AND status = 'leased'"), 1,
+                 "y's number 2 is leased behind its recorded head");
+    cr_assert_eq(helper_count(conn, "aggregate_seq = 2 AND status = 'leased' AND aggregate_id = "
+                                    "'22222222-2222-4222-8222-222222222222'"),
+                 1, "and it is y's");
+    for (int i = 0; i < 4; i++) {
+        free(ids[i]);
+    }
+    obx_store_close(other);
+}
+
 Test(relay_heads, a_batch_cut_between_two_numbers_leaves_the_later_one_waiting)
 {
     struct obx_lease lease;
