@@ -215,6 +215,26 @@ Test(ctl_roles, each_role_does_its_job_and_nothing_more)
         free(token);
     }
     allowed(consumer_conn, "SELECT * FROM outbox.fail(gen_random_uuid(), 'roles-sql', NULL, 'x')");
+    /* receive() (migration 0021) leases the outbox rows it may not read itself. */
+    harness_exec(conn, "SELECT outbox.enqueue('order', gen_random_uuid(), 'changed', '{}')");
+    {
+        PGresult *rows = PQexec(consumer_conn, "SELECT event_id, token "
+                                               "FROM outbox.receive('roles-pull', 10, 30)");
+        char sql[256];
+
+        cr_assert_eq(PQresultStatus(rows), PGRES_TUPLES_OK, "%s", PQresultErrorMessage(rows));
+        cr_assert_eq(PQntuples(rows), 1);
+        snprintf(sql, sizeof(sql), "SELECT outbox.complete('%s', 'roles-pull', '%s')",
+                 PQgetvalue(rows, 0, 0), PQgetvalue(rows, 0, 1));
+        allowed(consumer_conn, sql);
+        PQclear(rows);
+    }
+    {
+        PGconn *writer_conn = login("outbox_writer");
+
+        denied(writer_conn, "SELECT * FROM outbox.receive('roles-pull', 10, 30)");
+        PQfinish(writer_conn);
+    }
     denied(consumer_conn, "SELECT * FROM outbox.events");
     denied(consumer_conn, "UPDATE outbox.events SET status = 'done'");
     denied(consumer_conn, "DELETE FROM outbox.dead_letters");
