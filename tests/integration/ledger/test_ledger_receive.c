@@ -321,6 +321,16 @@ Test(ledger_receive, a_failure_retries_after_retry_at_and_dead_letters_at_max_at
     ctl_expect(&r, &env, 0, (const char *const[]){"dead", "list", "--json", NULL});
     cr_assert(strstr(r.out, "smtp 550") != NULL && strstr(r.out, id) != NULL, "%s", r.out);
     ctl_run_fini(&r);
+
+    /* Requeued: due in the outbox again, handed out once more with its attempts back. */
+    ctl_expect(&r, &env, 0, (const char *const[]){"dead", "requeue", "--handler", "mailer", NULL});
+    ctl_run_fini(&r);
+    rows = receive_within(conn, "mailer", 10, 30, 5000);
+    cr_assert_eq(PQntuples(rows), 1, "requeued: received again");
+    cr_assert_str_eq(PQgetvalue(rows, 0, 0), id);
+    cr_assert_str_eq(PQgetvalue(rows, 0, 3), "0");
+    cr_assert(complete(conn, "mailer", rows, 0));
+    PQclear(rows);
     relay_env_fini(&env);
     free(id);
 }
