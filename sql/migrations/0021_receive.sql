@@ -110,13 +110,47 @@ BEGIN
 END
 $fn$;
 
--- One leased row offered to `o_handler` for receive(): claimed through
--- 0018's api_claim (owner_token set: hand it out), or not now (a live
--- claim, a backoff, an ordered predecessor not done: its retry_after_ms),
--- or done or dead already. Then the row's outcome for finish_rows.sql:
--- 'done' when every handler of the group (o_group) is done with the event
--- or dead-lettered it, 'invalid' for an envelope the API refuses, else
+-- A leased row's outcome for finish_rows.sql once the calling handler's
+-- claim is known (o_owner_token: claimed now; o_wait_ms: when the ledger
+-- says to come back, for a live claim or a backoff): 'done' when every
+-- handler of the group (o_group) is done with the event or dead-lettered
+-- it, as the DB feed acks a message every handler is done with; else
 -- 'release' after delay_ms.
+CREATE FUNCTION /*schema*/receive_outcome(o_event_id uuid, o_group text[], o_owner_token uuid,
+                                          o_wait_ms bigint, OUT outcome text,
+                                          OUT delay_ms bigint)
+RETURNS record
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp AS $fn$
+BEGIN
+    IF o_owner_token IS NULL AND NOT EXISTS (
+           SELECT 1
+             FROM unnest(o_group) AS g(name)
+            WHERE NOT EXISTS (SELECT 1
+                                FROM /*schema*/processed_events AS p
+                               WHERE p.event_id = o_event_id AND p.handler = g.name
+                                 AND (p.status = 'done' OR p.dead_at IS NOT NULL))) THEN
+        outcome := 'done';
+        RETURN;
+    END IF;
+    outcome := 'release';
+    -- Back in a second to be seen done (a claim completes any time), or when
+    -- the ledger says (a backoff); with other handlers in the group, a
+    -- second at most, so that they take it without waiting for this one.
+    delay_ms := CASE WHEN o_owner_token IS NOT NULL OR o_wait_ms IS NULL THEN 1000
+                     ELSE greatest(o_wait_ms, 100) END;
+    IF cardinality(o_group) > 1 THEN
+        delay_ms := least(delay_ms, 1000);
+    END IF;
+END
+$fn$;
+
+-- One leased row offered to `o_handler` for receive() on its own: claimed
+-- through 0018's api_claim (owner_token set: hand it out), or not now (a
+-- live claim, a backoff, an ordered predecessor not done: its
+-- retry_after_ms), or done or dead already; then receive_outcome(), or
+-- 'invalid' for an envelope the API refuses. For ordered events, whose
+-- early claim api_claim undoes by raising, and bad envelopes.
 CREATE FUNCTION /*schema*/receive_offer(o_handler text, o_event_id uuid, o_envelope text,
                                         o_lease_seconds integer, o_group text[],
                                         OUT outcome text, OUT reason text, OUT delay_ms bigint,
@@ -154,31 +188,15 @@ BEGIN
             outcome := 'invalid';
             RETURN;
     END;
-    IF owner_token IS NULL AND NOT EXISTS (
-           SELECT 1
-             FROM unnest(o_group) AS g(name)
-            WHERE NOT EXISTS (SELECT 1
-                                FROM /*schema*/processed_events AS p
-                               WHERE p.event_id = o_event_id AND p.handler = g.name
-                                 AND (p.status = 'done' OR p.dead_at IS NOT NULL))) THEN
-        outcome := 'done';
-        RETURN;
-    END IF;
-    outcome := 'release';
-    -- Back in a second to be seen done (a claim completes any time), or when
-    -- the ledger says (a backoff); with other handlers in the group, a
-    -- second at most, so that they take it without waiting for this one.
-    delay_ms := CASE WHEN owner_token IS NOT NULL OR wait_ms IS NULL THEN 1000
-                     ELSE greatest(wait_ms, 100) END;
-    IF cardinality(o_group) > 1 THEN
-        delay_ms := least(delay_ms, 1000);
-    END IF;
+    SELECT r.outcome, r.delay_ms INTO outcome, delay_ms
+      FROM /*schema*/receive_outcome(o_event_id, o_group, owner_token, wait_ms) AS r;
 END
 $fn$;
 
 -- Receives up to `max` events for `handler`: each is claimed in the ledger
 -- for `lease_seconds`, as claim() claims, and comes with its owner token
--- for renew(), complete() and fail(). Call it on its own (autocommit): the
+-- for renew(), complete() and fail() (the unordered events of one call
+-- share one, as a daemon's batch does). Call it on its own (autocommit): the
 -- claims commit with it. None: nothing is due for this handler now; call
 -- again after a pause. The handlers that receive from a schema are one
 -- consumer group, like the DB feed's: an outbox row is finished (deleted)
@@ -213,6 +231,11 @@ DECLARE
     w_types text[];
     w_aggs uuid[];
     w_seqs bigint[];
+    b_ids uuid[];
+    k_states text[];
+    k_defer bigint[];
+    k_tokens uuid[];
+    k_attempts integer[];
     o record;
 BEGIN
     PERFORM /*schema*/api_check('00000000-0000-0000-0000-000000000000', a_handler);
@@ -272,9 +295,35 @@ BEGIN
 
         f_ids := '{}'; f_outcomes := '{}'; f_reasons := '{}'; f_delays := '{}';
         w_types := '{}'; w_aggs := '{}'; w_seqs := '{}';
+        -- The unordered events with a sound envelope in one claim: 0005's
+        -- ledger_claim, which api_claim calls for one, as the daemon claims a
+        -- batch (one owner token for the batch). The others one by one.
+        b_ids := ARRAY(SELECT u.id
+                         FROM unnest(l_ids, l_envs) AS u(id, env)
+                        WHERE u.env::jsonb ->> 'id' = u.id::text
+                          AND NOT u.env::jsonb ? 'aggregate_seq');
+        SELECT array_agg(c.state ORDER BY u.n), array_agg(c.defer_ms ORDER BY u.n),
+               array_agg(c.owner_token ORDER BY u.n), array_agg(c.attempts ORDER BY u.n)
+          INTO k_states, k_defer, k_tokens, k_attempts
+          FROM unnest(l_ids) WITH ORDINALITY AS u(id, n)
+          LEFT JOIN /*schema*/ledger_claim(a_handler, b_ids, a_lease, 10000, false) AS c
+                 ON c.event_id = u.id;
         FOR i IN 1..cardinality(l_ids) LOOP
-            SELECT * INTO o
-              FROM /*schema*/receive_offer(a_handler, l_ids[i], l_envs[i], a_lease, group_names);
+            IF k_states[i] IS NULL THEN
+                SELECT * INTO o
+                  FROM /*schema*/receive_offer(a_handler, l_ids[i], l_envs[i], a_lease,
+                                               group_names);
+            ELSE
+                SELECT r.outcome, NULL::text AS reason, r.delay_ms,
+                       CASE WHEN k_states[i] = 'run' THEN k_tokens[i] END AS owner_token,
+                       k_attempts[i] AS attempts
+                  INTO o
+                  FROM /*schema*/receive_outcome(
+                           l_ids[i], group_names,
+                           CASE WHEN k_states[i] = 'run' THEN k_tokens[i] END,
+                           CASE k_states[i] WHEN 'busy' THEN least(k_defer[i], 1000)
+                                            WHEN 'backoff' THEN k_defer[i] END) AS r;
+            END IF;
             f_ids := f_ids || l_ids[i];
             f_outcomes := f_outcomes || o.outcome;
             f_reasons := f_reasons || o.reason;
@@ -303,6 +352,7 @@ END
 $fn$;
 
 REVOKE ALL ON FUNCTION /*schema*/receive_offer(text, uuid, text, integer, text[]),
+    /*schema*/receive_outcome(uuid, text[], uuid, bigint),
     /*schema*/receive_lease(boolean, integer) FROM PUBLIC;
 -- A definer's function: only the roles granted it may call it.
 REVOKE ALL ON FUNCTION /*schema*/receive(text, integer, integer) FROM PUBLIC;
