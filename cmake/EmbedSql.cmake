@@ -1,6 +1,9 @@
 # Embeds sql/ into the library as C arrays (run with cmake -P at build time):
 #   sql/queries/lease_batch.sql  ->  const char obx_sql_lease_batch[];
 #   sql/migrations/NNNN_*.sql    ->  obx_migrations[], in file-name order.
+# In a migration, a marker /*query:NAME*/ stands for the text of
+# sql/queries/NAME.sql: a function whose body is one of the relay's
+# statements runs that statement, not a copy of it that could drift.
 # Inputs: SQL_DIR, OUT_DIR. The directory is passed rather than a file list:
 # a ;-separated list through add_custom_command splits into shell commands.
 file(GLOB queries "${SQL_DIR}/queries/*.sql")
@@ -27,6 +30,32 @@ foreach(path IN LISTS queries)
   string(APPEND h "extern const char ${name}[];\n")
 endforeach()
 
+# A migration with its /*query:NAME*/ markers replaced, embedded through a
+# scratch file: file(READ ... HEX) reads only files.
+function(embed_migration path decl)
+  file(READ "${path}" text)
+  string(REGEX MATCHALL "/\\*query:[a-z0-9_]+\\*/" markers "${text}")
+  if(NOT markers)
+    embed("${path}" "${decl}")
+    set(c "${c}" PARENT_SCOPE)
+    return()
+  endif()
+  list(REMOVE_DUPLICATES markers)
+  foreach(marker IN LISTS markers)
+    string(REGEX REPLACE "^/\\*query:([a-z0-9_]+)\\*/$" "\\1" query "${marker}")
+    if(NOT EXISTS "${SQL_DIR}/queries/${query}.sql")
+      message(FATAL_ERROR "migration ${path}: ${marker} names no sql/queries/${query}.sql")
+    endif()
+    file(READ "${SQL_DIR}/queries/${query}.sql" body)
+    string(REPLACE "${marker}" "${body}" text "${text}")
+  endforeach()
+  get_filename_component(stem "${path}" NAME_WE)
+  file(WRITE "${OUT_DIR}/${stem}.expanded" "${text}")
+  embed("${OUT_DIR}/${stem}.expanded" "${decl}")
+  file(REMOVE "${OUT_DIR}/${stem}.expanded")
+  set(c "${c}" PARENT_SCOPE)
+endfunction()
+
 set(table "")
 set(previous 0)
 foreach(path IN LISTS migrations)
@@ -42,7 +71,7 @@ foreach(path IN LISTS migrations)
   endif()
   set(previous ${version})
   string(MAKE_C_IDENTIFIER "migration_${stem}" name)
-  embed("${path}" "static const char ${name}")
+  embed_migration("${path}" "static const char ${name}")
   string(APPEND table "    {${version}, \"${label}\", ${name}},\n")
 endforeach()
 list(LENGTH migrations count)

@@ -290,9 +290,23 @@ OUTBOX_API size_t outbox_consumer_histogram(outbox_consumer *c, outbox_consumer_
                                             unsigned long long *counts, size_t cap,
                                             double *sum_seconds);
 
-/* One handler's counter; 0 for a name or id this consumer does not know. */
+/*
+ * One handler's counter; 0 for a name or id this consumer does not know.
+ * For a handler of outbox_consumer_ledger_handler(), its gauges (dead
+ * letters, parked events); its counters are 0.
+ */
 OUTBOX_API unsigned long long outbox_consumer_handler_stat(outbox_consumer *c, const char *handler,
                                                            outbox_handler_stat_id id);
+
+/*
+ * The i-th (from 0) handler this consumer does not run that the ledger
+ * knows and no other consumer runs: a handler of the SQL API (try_claim,
+ * claim, receive) with dead letters or parked events, or that calls
+ * receive(). Copied into `buf` (65 bytes hold any name); NULL past the
+ * last. Sampled with the handlers' gauges, every 10 s. Safe from any thread.
+ */
+OUTBOX_API const char *outbox_consumer_ledger_handler(outbox_consumer *c, size_t i, char *buf,
+                                                      size_t cap);
 
 #ifdef __cplusplus
 }

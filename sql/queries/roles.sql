@@ -15,8 +15,9 @@
 --                    no access to the ledger or the handlers table.
 --   outbox_consumer  the ledger (processed_events: claim, done, failures,
 --                    retention), dead letters and its handlers bindings; no
---                    access to events. A DB-backend consumer leases events
---                    too: give its login both outbox_consumer and
+--                    access to events, but outbox.receive() leases them for
+--                    it. A DB-backend consumer (outboxd consume) leases
+--                    events too: give its login both outbox_consumer and
 --                    outbox_relay. A handler's own tables are granted apart.
 --   outbox_admin     outboxctl: reads and changes rows of every table,
 --                    sees every session (pg_read_all_stats, for doctor).
@@ -66,6 +67,9 @@ GRANT SELECT, INSERT, UPDATE, DELETE ON /*schema*/parked_events TO outbox_consum
 GRANT EXECUTE ON FUNCTION /*schema*/ledger_order_baseline(text) TO outbox_consumer;
 -- The SQL API's claim() keeps an ordered claim's number for complete() (0018).
 GRANT SELECT, INSERT, UPDATE, DELETE ON /*schema*/claim_orders TO outbox_consumer;
+-- receive() (0021) leases outbox rows for the consumer, as its definer: the
+-- consumer still cannot read or change events itself.
+GRANT EXECUTE ON FUNCTION /*schema*/receive(text, integer, integer) TO outbox_consumer;
 
 GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA /*schema_name*/ TO outbox_admin;
 GRANT USAGE ON ALL SEQUENCES IN SCHEMA /*schema_name*/ TO outbox_admin;

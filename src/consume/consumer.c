@@ -389,6 +389,8 @@ maybe_sample_handler_gauges(struct outbox_consumer *c)
 {
     const char *names[OBX_MAX_HANDLERS];
     struct obx_handler_gauges gauges[OBX_MAX_HANDLERS];
+    struct obx_other_handler_gauges others[OBX_OTHER_HANDLERS_MAX];
+    size_t other_count = 0;
     long long now = obx_monotonic_ms();
     outbox_error err = {0};
 
@@ -406,7 +408,23 @@ maybe_sample_handler_gauges(struct outbox_consumer *c)
         }
         return;
     }
+    /* An SQL API's handlers have no daemon: their dead letters show here. A
+     * failure keeps the last sample; the next tries again. */
+    if (obx_ledger_other_handler_gauges(c->ledger, names, (size_t)c->handler_count, others,
+                                        &other_count, &err) != OUTBOX_OK) {
+        if (err.code == OUTBOX_EUNAVAILABLE) {
+            drop_ledger(c, &err);
+            return;
+        }
+        obx_log(OUTBOX_LOG_WARN, "cannot read other handlers' gauges consumer=%s error=\"%s\"",
+                c->w.name, err.message);
+        other_count = SIZE_MAX;
+    }
     pthread_mutex_lock(&c->w.stats_lock);
+    if (other_count != SIZE_MAX) {
+        memcpy(c->others, others, other_count * sizeof(others[0]));
+        c->other_count = other_count;
+    }
     for (int h = 0; h < c->handler_count; h++) {
         c->handler_stats[h][OUTBOX_HANDLER_DEAD_LETTERS] =
             (unsigned long long)gauges[h].dead_letters;
@@ -797,7 +815,39 @@ outbox_consumer_handler_stat(outbox_consumer *c, const char *handler, outbox_han
             pthread_mutex_lock(&c->w.stats_lock);
             v = c->handler_stats[h][id];
             pthread_mutex_unlock(&c->w.stats_lock);
+            return v;
         }
     }
+    pthread_mutex_lock(&c->w.stats_lock);
+    for (size_t i = 0; i < c->other_count; i++) {
+        const struct obx_handler_gauges *g = &c->others[i].gauges;
+
+        if (strcmp(c->others[i].name, handler) != 0) {
+            continue;
+        }
+        v = id == OUTBOX_HANDLER_DEAD_LETTERS ? (unsigned long long)g->dead_letters
+            : id == OUTBOX_HANDLER_PARKED     ? (unsigned long long)g->parked
+            : id == OUTBOX_HANDLER_OLDEST_PARKED_SECONDS
+                ? (unsigned long long)g->oldest_parked_seconds
+                : 0;
+    }
+    pthread_mutex_unlock(&c->w.stats_lock);
     return v;
+}
+
+const char *
+outbox_consumer_ledger_handler(outbox_consumer *c, size_t i, char *buf, size_t cap)
+{
+    const char *name = NULL;
+
+    if (buf == NULL || cap == 0) {
+        return NULL;
+    }
+    pthread_mutex_lock(&c->w.stats_lock);
+    if (i < c->other_count) {
+        snprintf(buf, cap, "%s", c->others[i].name);
+        name = buf;
+    }
+    pthread_mutex_unlock(&c->w.stats_lock);
+    return name;
 }

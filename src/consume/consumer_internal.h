@@ -37,6 +37,9 @@ struct outbox_consumer {
     long long next_sweep_ms;         /* monotonic time of the next sweep of parked events */
     size_t batch_ordered;            /* ordered events in the batch in hand */
     unsigned long long handler_stats[OBX_MAX_HANDLERS][OBX_HANDLER_STAT_COUNT]; /* w.stats_lock */
+    /* The ledger's handlers no daemon runs (an SQL API's), for their gauges; w.stats_lock. */
+    struct obx_other_handler_gauges others[OBX_OTHER_HANDLERS_MAX];
+    size_t other_count;
     unsigned int jitter_seed;       /* rand_r() state, its own per replica; the run thread's */
     long long outage_since_ms;      /* monotonic start of handler runs given back; 0: none */
     long long outage_logged_ms;     /* when that was last logged */

@@ -200,6 +200,25 @@ outbox_status obx_ledger_handler_gauges(struct obx_ledger *ledger, const char *c
                                         size_t count, struct obx_handler_gauges *out,
                                         outbox_error *err);
 
+/* The most handlers obx_ledger_other_handler_gauges() reports. */
+#define OBX_OTHER_HANDLERS_MAX 64
+
+/* The gauges of a handler the consumer does not run, with its name. */
+struct obx_other_handler_gauges {
+    char name[65];
+    struct obx_handler_gauges gauges;
+};
+
+/*
+ * The gauges of the handlers the ledger knows that are none of `names`
+ * and that no other consumer runs (ledger_other_handler_gauges.sql): an
+ * SQL API's handlers. `out` holds OBX_OTHER_HANDLERS_MAX; `*n` says how
+ * many came, in name order.
+ */
+outbox_status obx_ledger_other_handler_gauges(struct obx_ledger *ledger, const char *const *names,
+                                              size_t count, struct obx_other_handler_gauges *out,
+                                              size_t *n, outbox_error *err);
+
 PGconn *obx_ledger_connection(struct obx_ledger *ledger);
 
 /* Where the ledger's open transaction stands, as a handler left it. */

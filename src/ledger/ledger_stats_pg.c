@@ -4,10 +4,12 @@
  * handlers as a whole: for the gauges, each one's dead letters still
  * waiting for an operator and its parked events (sampled on the
  * maintenance tick, never on the claim path); for the sweep, which ones
- * have parked events to take at all.
+ * have parked events to take at all; and the same gauges for the handlers
+ * the ledger knows that no daemon runs (an SQL API's).
  */
 #include "ledger.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -66,6 +68,41 @@ obx_ledger_handler_gauges(struct obx_ledger *ledger, const char *const *names, s
                     .oldest_parked_seconds = strtoll(PQgetvalue(res, r, 3), NULL, 10)};
             }
         }
+    }
+    PQclear(res);
+    obx_buf_fini(&list);
+    return status;
+}
+
+outbox_status
+obx_ledger_other_handler_gauges(struct obx_ledger *ledger, const char *const *names, size_t count,
+                                struct obx_other_handler_gauges *out, size_t *n, outbox_error *err)
+{
+    struct obx_buf list;
+    const char *params[1];
+    PGresult *res;
+    outbox_status status;
+
+    obx_error_reset(err);
+    *n = 0;
+    status = obx_pg_session_require(&ledger->pg, err);
+    if (status != OUTBOX_OK) {
+        return status;
+    }
+    if (names_array(names, count, &list) != 0) {
+        return obx_fail(err, OUTBOX_ENOMEM, "handler gauges: out of memory");
+    }
+    params[0] = list.data;
+    res = obx_pg_session_exec(&ledger->pg, OBX_LEDGER_OTHER_HANDLER_GAUGES, params, 1);
+    status = obx_pg_session_check(&ledger->pg, res, "read other handlers' gauges", err);
+    for (int r = 0; status == OUTBOX_OK && r < PQntuples(res) && *n < OBX_OTHER_HANDLERS_MAX; r++) {
+        struct obx_other_handler_gauges *o = &out[(*n)++];
+
+        snprintf(o->name, sizeof(o->name), "%s", PQgetvalue(res, r, 0));
+        o->gauges = (struct obx_handler_gauges){
+            .dead_letters = strtoll(PQgetvalue(res, r, 1), NULL, 10),
+            .parked = strtoll(PQgetvalue(res, r, 2), NULL, 10),
+            .oldest_parked_seconds = strtoll(PQgetvalue(res, r, 3), NULL, 10)};
     }
     PQclear(res);
     obx_buf_fini(&list);

@@ -294,7 +294,8 @@ consumer_histogram(void *ctx, int id, unsigned long long *counts, size_t cap, do
     return outbox_consumer_histogram(ctx, (outbox_consumer_histogram_id)id, counts, cap, sum);
 }
 
-/* Each declared handler's counters and dead letters, labelled by its name. */
+/* Each declared handler's counters and gauges, labelled by its name; then the gauges of the
+ * handlers the ledger knows that no daemon runs (an SQL API's). */
 static void
 consumer_extra_metrics(void *ctx, struct obx_buf *out)
 {
@@ -302,17 +303,18 @@ consumer_extra_metrics(void *ctx, struct obx_buf *out)
     static const struct {
         outbox_handler_stat_id id;
         const char *name, *type, *help;
+        int gauge; /* sampled from the ledger: also shown for handlers no daemon runs */
     } rows[] = {
         {OUTBOX_HANDLER_HANDLED, "outbox_consumer_handler_handled_total", "counter",
-         "handler runs that finished, by handler"},
+         "handler runs that finished, by handler", 0},
         {OUTBOX_HANDLER_FAILED, "outbox_consumer_handler_failed_total", "counter",
-         "handler failures (attempts spent), by handler"},
+         "handler failures (attempts spent), by handler", 0},
         {OUTBOX_HANDLER_DEAD_LETTERS, "outbox_dead_letters", "gauge",
-         "dead letters waiting for an operator, by handler"},
+         "dead letters waiting for an operator, by handler", 1},
         {OUTBOX_HANDLER_PARKED, "outbox_consumer_parked_events", "gauge",
-         "ordered events parked until their predecessor is done, by handler"},
+         "ordered events parked until their predecessor is done, by handler", 1},
         {OUTBOX_HANDLER_OLDEST_PARKED_SECONDS, "outbox_consumer_oldest_parked_seconds", "gauge",
-         "how long the oldest parked event has waited, by handler"},
+         "how long the oldest parked event has waited, by handler", 1},
     };
 
     for (size_t r = 0; r < sizeof(rows) / sizeof(rows[0]); r++) {
@@ -322,6 +324,16 @@ consumer_extra_metrics(void *ctx, struct obx_buf *out)
             obx_buf_appendf(
                 out, "%s{handler=\"%s\"} %llu\n", rows[r].name, w->specs[i].name,
                 outbox_consumer_handler_stat(w->consumer, w->specs[i].name, rows[r].id));
+        }
+        /* The gauges (not the counters) of the SQL API's handlers, which no daemon runs. */
+        for (size_t i = 0; rows[r].gauge; i++) {
+            char name[65];
+
+            if (outbox_consumer_ledger_handler(w->consumer, i, name, sizeof(name)) == NULL) {
+                break;
+            }
+            obx_buf_appendf(out, "%s{handler=\"%s\"} %llu\n", rows[r].name, name,
+                            outbox_consumer_handler_stat(w->consumer, name, rows[r].id));
         }
     }
 }

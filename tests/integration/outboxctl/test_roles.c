@@ -215,6 +215,12 @@ Test(ctl_roles, each_role_does_its_job_and_nothing_more)
         free(token);
     }
     allowed(consumer_conn, "SELECT * FROM outbox.fail(gen_random_uuid(), 'roles-sql', NULL, 'x')");
+    {
+        PGconn *writer_conn = login("outbox_writer");
+
+        denied(writer_conn, "SELECT * FROM outbox.receive('roles-pull', 10, 30)");
+        PQfinish(writer_conn);
+    }
     denied(consumer_conn, "SELECT * FROM outbox.events");
     denied(consumer_conn, "UPDATE outbox.events SET status = 'done'");
     denied(consumer_conn, "DELETE FROM outbox.dead_letters");
@@ -236,6 +242,25 @@ Test(ctl_roles, each_role_does_its_job_and_nothing_more)
     cannot_change_tables(admin);
     PQfinish(admin);
     consume_group_fini(&g);
+    /* receive() (migration 0021) leases the outbox rows the consumer may not read itself
+     * (once the group's relay, which would publish them, is stopped). */
+    harness_exec(conn, "SELECT outbox.enqueue('order', gen_random_uuid(), 'changed', '{}')");
+    {
+        PGconn *puller = login("outbox_consumer");
+        PGresult *rows = PQexec(puller, "SELECT event_id, token "
+                                        "FROM outbox.receive('roles-pull', 10, 30)");
+        char sql[256];
+
+        cr_assert_eq(PQresultStatus(rows), PGRES_TUPLES_OK, "%s", PQresultErrorMessage(rows));
+        cr_assert_eq(PQntuples(rows), 1);
+        for (int i = 0; i < PQntuples(rows); i++) {
+            snprintf(sql, sizeof(sql), "SELECT outbox.complete('%s', 'roles-pull', '%s')",
+                     PQgetvalue(rows, i, 0), PQgetvalue(rows, i, 1));
+            allowed(puller, sql);
+        }
+        PQclear(rows);
+        PQfinish(puller);
+    }
     relay_env_fini(&renv);
     relay_env_fini(&env);
 }

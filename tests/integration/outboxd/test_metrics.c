@@ -170,3 +170,70 @@ Test(metrics, a_consumer_reports_claims_and_each_handlers_counters_and_dead_lett
     consume_test_stop(&c, 10000);
     consume_group_fini(&g);
 }
+
+/* One dead letter of `handler`, as a service's SQL API call leaves it. */
+static void
+api_dead_letter(const char *handler)
+{
+    char sql[512];
+
+    snprintf(sql, sizeof(sql),
+             "SELECT outbox.fail(e, '%s', outbox.claim(e, '%s', 30), 'smtp 550', NULL, 1) "
+             "FROM gen_random_uuid() AS e",
+             handler, handler);
+    harness_exec(conn, sql);
+}
+
+/*
+ * A handler no daemon runs (a service's, through the SQL API) has its dead
+ * letters and parked events on the consumer's /metrics, under the same
+ * names, so an alert on them sees it; one another live consumer registered
+ * is left to that consumer.
+ */
+Test(metrics, a_consumer_reports_the_gauges_of_handlers_no_daemon_runs)
+{
+    const char *handlers[] = {CONSUME_EFFECT("audit"), NULL};
+    struct consume_group g;
+    struct harness_proc c;
+    char addr[64], *body;
+    int port = http_free_port();
+
+    api_dead_letter("endpoint");
+    api_dead_letter("endpoint");
+    api_dead_letter("elsewhere");
+    harness_exec(conn, "INSERT INTO outbox.handlers (name, subject_filter, consumer_group, "
+                       "backend, replica) VALUES ('elsewhere', '>', 'other', 'jetstream', 'r1')");
+    consume_group_init(&g, "db", "METRICS", NULL);
+    snprintf(addr, sizeof(addr), "127.0.0.1:%d", port);
+    relay_env_set(&g.env, "OUTBOX_HTTP_ADDR", addr);
+    consume_test_start(&c, &g.env, "metrics-c2", handlers);
+
+    body = http_wait_metric(port, "outbox_dead_letters{handler=\"endpoint\"}", 2);
+    cr_expect_eq(http_metric(body, "outbox_dead_letters{handler=\"endpoint\"}"), 2, "%s", body);
+    cr_expect_eq(http_metric(body, "outbox_consumer_parked_events{handler=\"endpoint\"}"), 0, "%s",
+                 body);
+    cr_expect_eq(http_metric(body, "outbox_dead_letters{handler=\"audit\"}"), 0, "%s", body);
+    cr_expect_eq(http_metric(body, "outbox_consumer_handler_handled_total{handler=\"endpoint\"}"),
+                 -1, "no counters for a handler this daemon does not run: %s", body);
+    cr_expect_eq(http_metric(body, "outbox_dead_letters{handler=\"elsewhere\"}"), -1,
+                 "another live consumer's handler is that consumer's to report: %s", body);
+    expect_promtool_accepts(body, "consumer");
+    free(body);
+
+    /* Requeued, the gauge goes to 0 rather than vanishing. */
+    harness_exec(conn, "UPDATE outbox.dead_letters SET requeued_at = now() "
+                       "WHERE handler = 'endpoint'");
+    for (int i = 0; i < 150; i++) {
+        body = http_wait_metric(port, "outbox_dead_letters{handler=\"endpoint\"}", 0);
+        if (http_metric(body, "outbox_dead_letters{handler=\"endpoint\"}") == 0) {
+            break;
+        }
+        free(body);
+        body = NULL;
+        harness_sleep_ms(200);
+    }
+    cr_expect(body != NULL, "the gauge never read 0 after the requeue");
+    free(body);
+    consume_test_stop(&c, 10000);
+    consume_group_fini(&g);
+}

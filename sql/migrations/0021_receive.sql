@@ -1,0 +1,365 @@
+-- 0021_receive: receive(), the pull half of the ledger's SQL API (0018), for
+-- a service with no NATS client over the DB-only backend: it leases outbox
+-- rows with the relay's own statements, claims each in the ledger for the
+-- handler (0018's claim), and hands out the events it claimed with their
+-- owner tokens. complete(), fail() and renew() settle them as before.
+--
+-- The relay's statements, as functions: each body below is a marker that
+-- the build replaces with the text of sql/queries/NAME.sql
+-- (cmake/EmbedSql.cmake), so receive() leases and finishes rows by the
+-- very statements the relay and the DB feed prepare, not by a copy. A
+-- database keeps the text of the build that migrated it: a migration that
+-- changes one of those statements re-creates its function here (CREATE OR
+-- REPLACE with the same marker).
+
+-- claim_cursor.sql: locks the schema's claim cursor (claims queue here).
+CREATE FUNCTION /*schema*/relay_claim_cursor() RETURNS void
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp AS $fn$
+/*query:claim_cursor*/
+$fn$;
+
+-- claim_takeover.sql: gives back the rows of window claims that ran out.
+CREATE FUNCTION /*schema*/relay_claim_takeover()
+RETURNS TABLE (given_back bigint, retries_due boolean)
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp AS $fn$
+/*query:claim_takeover*/
+$fn$;
+
+-- claim_window.sql: the next fresh rows, by commit window, under the cursor lock.
+CREATE FUNCTION /*schema*/relay_claim_window(integer, integer, text)
+RETURNS TABLE (id uuid, envelope text, attempts integer, lease_token uuid, quarantined boolean,
+               lease_expiries integer, taken_over boolean, event_type text,
+               aggregate_type text, aggregate_id text, tenant_id text, data_subject text,
+               aggregate_seq bigint)
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp AS $fn$
+/*query:claim_window*/
+$fn$;
+
+-- lease_batch.sql: the row lease of the rows that came back (retries, releases, requeues).
+CREATE FUNCTION /*schema*/relay_lease_rows(integer, integer, integer)
+RETURNS TABLE (id uuid, envelope text, attempts integer, lease_token uuid, quarantined boolean,
+               lease_expiries integer, taken_over boolean, event_type text,
+               aggregate_type text, aggregate_id text, tenant_id text, data_subject text,
+               aggregate_seq bigint)
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp AS $fn$
+/*query:lease_batch*/
+$fn$;
+
+-- finish_rows.sql: one outcome per leased row.
+CREATE FUNCTION /*schema*/relay_finish_rows(uuid, uuid[], text[], text[], boolean, integer,
+                                            integer, integer, integer, bigint[], bigint[])
+RETURNS TABLE (done bigint, retried bigint, dead bigint, released bigint, invalid bigint)
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp AS $fn$
+/*query:finish_rows*/
+$fn$;
+
+-- wake_successors.sql: an ordered aggregate's next numbers, due now that these are out.
+CREATE FUNCTION /*schema*/relay_wake_successors(text[], uuid[], bigint[], bigint) RETURNS void
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp AS $fn$
+/*query:wake_successors*/
+$fn$;
+
+REVOKE ALL ON FUNCTION /*schema*/relay_claim_cursor(), /*schema*/relay_claim_takeover(),
+    /*schema*/relay_claim_window(integer, integer, text),
+    /*schema*/relay_lease_rows(integer, integer, integer),
+    /*schema*/relay_finish_rows(uuid, uuid[], text[], text[], boolean, integer, integer,
+                                integer, integer, bigint[], bigint[]),
+    /*schema*/relay_wake_successors(text[], uuid[], bigint[], bigint) FROM PUBLIC;
+
+-- One lease for receive(), by the relay's statements: fresh rows by window
+-- (claim_window.sql, under the cursor lock receive() took), or with
+-- `came_back` the rows that came back (lease_batch.sql; the rows it
+-- quarantines are dead already, with the relay's dead letter). Returns the
+-- lease token (NULL: nothing leased) and the rows, in the lease's order.
+CREATE FUNCTION /*schema*/receive_lease(came_back boolean, lease_limit integer,
+                                        OUT lease_token uuid, OUT ids uuid[],
+                                        OUT envelopes text[], OUT aggregate_types text[],
+                                        OUT aggregate_ids uuid[], OUT aggregate_seqs bigint[])
+RETURNS record
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp AS $fn$
+BEGIN
+    IF came_back THEN
+        SELECT min(w.lease_token::text)::uuid, array_agg(w.id ORDER BY w.n),
+               array_agg(w.envelope ORDER BY w.n), array_agg(w.aggregate_type ORDER BY w.n),
+               array_agg(w.aggregate_id::uuid ORDER BY w.n),
+               array_agg(w.aggregate_seq ORDER BY w.n)
+          INTO lease_token, ids, envelopes, aggregate_types, aggregate_ids, aggregate_seqs
+          FROM /*schema*/relay_lease_rows(lease_limit, 60, 5)
+               WITH ORDINALITY AS w(id, envelope, attempts, lease_token, quarantined,
+                                    lease_expiries, taken_over, event_type, aggregate_type,
+                                    aggregate_id, tenant_id, data_subject, aggregate_seq, n)
+         WHERE NOT w.quarantined;
+    ELSE
+        SELECT min(w.lease_token::text)::uuid, array_agg(w.id ORDER BY w.n),
+               array_agg(w.envelope ORDER BY w.n), array_agg(w.aggregate_type ORDER BY w.n),
+               array_agg(w.aggregate_id::uuid ORDER BY w.n),
+               array_agg(w.aggregate_seq ORDER BY w.n)
+          INTO lease_token, ids, envelopes, aggregate_types, aggregate_ids, aggregate_seqs
+          FROM /*schema*/relay_claim_window(lease_limit, 60, 'receive')
+               WITH ORDINALITY AS w(id, envelope, attempts, lease_token, quarantined,
+                                    lease_expiries, taken_over, event_type, aggregate_type,
+                                    aggregate_id, tenant_id, data_subject, aggregate_seq, n);
+    END IF;
+END
+$fn$;
+
+-- A leased row's outcome for finish_rows.sql once the calling handler's
+-- claim is known (o_owner_token: claimed now; o_wait_ms: when the ledger
+-- says to come back, for a live claim or a backoff): 'done' when every
+-- handler of the group (o_group) is done with the event or dead-lettered
+-- it, as the DB feed acks a message every handler is done with; else
+-- 'release' after delay_ms.
+CREATE FUNCTION /*schema*/receive_outcome(o_event_id uuid, o_group text[], o_owner_token uuid,
+                                          o_wait_ms bigint, OUT outcome text,
+                                          OUT delay_ms bigint)
+RETURNS record
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp AS $fn$
+BEGIN
+    IF o_owner_token IS NULL AND NOT EXISTS (
+           SELECT 1
+             FROM unnest(o_group) AS g(name)
+            WHERE NOT EXISTS (SELECT 1
+                                FROM /*schema*/processed_events AS p
+                               WHERE p.event_id = o_event_id AND p.handler = g.name
+                                 AND (p.status = 'done' OR p.dead_at IS NOT NULL))) THEN
+        outcome := 'done';
+        RETURN;
+    END IF;
+    outcome := 'release';
+    -- Back in a second to be seen done (a claim completes any time), or when
+    -- the ledger says (a backoff); with other handlers in the group, a
+    -- second at most, so that they take it without waiting for this one.
+    delay_ms := CASE WHEN o_owner_token IS NOT NULL OR o_wait_ms IS NULL THEN 1000
+                     ELSE greatest(o_wait_ms, 100) END;
+    IF cardinality(o_group) > 1 THEN
+        delay_ms := least(delay_ms, 1000);
+    END IF;
+END
+$fn$;
+
+-- One leased row offered to `o_handler` for receive() on its own: claimed
+-- through 0018's api_claim (owner_token set: hand it out), or not now (a
+-- live claim, a backoff, an ordered predecessor not done: its
+-- retry_after_ms), or done or dead already; then receive_outcome(), or
+-- 'invalid' for an envelope the API refuses. For ordered events, whose
+-- early claim api_claim undoes by raising, and bad envelopes.
+CREATE FUNCTION /*schema*/receive_offer(o_handler text, o_event_id uuid, o_envelope text,
+                                        o_lease_seconds integer, o_group text[],
+                                        OUT outcome text, OUT reason text, OUT delay_ms bigint,
+                                        OUT owner_token uuid, OUT attempts integer)
+RETURNS record
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp AS $fn$
+DECLARE
+    env jsonb := o_envelope::jsonb; -- the row's envelope column is jsonb: it parses
+    c record;
+    wait_ms bigint;
+    detail text;
+    state text;
+BEGIN
+    BEGIN
+        SELECT * INTO c
+          FROM /*schema*/api_claim(o_event_id, o_handler, o_lease_seconds, false, env);
+        IF c.state = 'run' THEN
+            owner_token := c.owner_token;
+            SELECT p.attempts INTO attempts
+              FROM /*schema*/processed_events AS p
+             WHERE p.event_id = o_event_id AND p.handler = o_handler;
+        END IF;
+    EXCEPTION
+        WHEN lock_not_available OR object_not_in_prerequisite_state THEN
+            GET STACKED DIAGNOSTICS detail = PG_EXCEPTION_DETAIL, state = RETURNED_SQLSTATE;
+            wait_ms := substring(detail FROM 'retry_after_ms=([0-9]+)')::bigint;
+            IF state = '55P03' THEN
+                wait_ms := least(wait_ms, 1000); -- a live claim may complete any time
+            END IF;
+        WHEN invalid_parameter_value THEN
+            -- An envelope no handler could take (its id, its aggregate_seq):
+            -- quarantined as the DB feed does one that fails its checks.
+            GET STACKED DIAGNOSTICS reason = MESSAGE_TEXT;
+            outcome := 'invalid';
+            RETURN;
+    END;
+    SELECT r.outcome, r.delay_ms INTO outcome, delay_ms
+      FROM /*schema*/receive_outcome(o_event_id, o_group, owner_token, wait_ms) AS r;
+END
+$fn$;
+
+-- Receives up to `max` events for `handler`: each is claimed in the ledger
+-- for `lease_seconds`, as claim() claims, and comes with its owner token
+-- for renew(), complete() and fail() (the unordered events of one call
+-- share one, as a daemon's batch does). Call it on its own (autocommit): the
+-- claims commit with it. None: nothing is due for this handler now; call
+-- again after a pause. The handlers that receive from a schema are one
+-- consumer group, like the DB feed's: an outbox row is finished (deleted)
+-- once every one of them is done with its event or dead-lettered it, and
+-- until then comes back to be offered again. An event done or dead for
+-- this handler, held by another live claim of it, backing off after a
+-- failure, or (ordered) whose predecessor is not done for the handler, is
+-- not handed out. Bad arguments raise 22023 naming them.
+CREATE FUNCTION /*schema*/receive(handler text, max integer DEFAULT 10,
+                                  lease_seconds integer DEFAULT 60)
+RETURNS TABLE (event_id uuid, token uuid, envelope jsonb, attempts integer)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp AS $fn$
+#variable_conflict use_column
+DECLARE
+    a_handler text := receive.handler;
+    a_max integer := receive.max;
+    a_lease integer := receive.lease_seconds;
+    group_names text[];
+    taken integer := 0;
+    due boolean;
+    l_token uuid;
+    l_ids uuid[];
+    l_envs text[];
+    l_types text[];
+    l_aggs uuid[];
+    l_seqs bigint[];
+    f_ids uuid[];
+    f_outcomes text[];
+    f_reasons text[];
+    f_delays bigint[];
+    w_types text[];
+    w_aggs uuid[];
+    w_seqs bigint[];
+    b_ids uuid[];
+    k_states text[];
+    k_defer bigint[];
+    k_tokens uuid[];
+    k_attempts integer[];
+    o record;
+BEGIN
+    PERFORM /*schema*/api_check('00000000-0000-0000-0000-000000000000', a_handler);
+    IF a_max IS NULL OR a_max < 1 OR a_max > 1000 THEN
+        RAISE EXCEPTION USING ERRCODE = '22023',
+            MESSAGE = format('max %s is outside 1 to 1000', coalesce(a_max::text, 'NULL'));
+    END IF;
+    IF a_lease IS NULL OR a_lease < 1 OR a_lease > 86400 THEN
+        RAISE EXCEPTION USING ERRCODE = '22023',
+            MESSAGE = format('lease_seconds %s is outside 1 to 86400',
+                             coalesce(a_lease::text, 'NULL'));
+    END IF;
+    -- The window claim takes its snapshots once the cursor lock is held; a
+    -- snapshot taken for the whole transaction would claim a stale window.
+    IF current_setting('transaction_isolation') <> 'read committed' THEN
+        RAISE EXCEPTION USING ERRCODE = '25001',
+            MESSAGE = format('receive() runs in read committed, not %s',
+                             current_setting('transaction_isolation')),
+            HINT = 'Call it on its own, in autocommit.';
+    END IF;
+
+    INSERT INTO /*schema*/handlers AS h (name, subject_filter, consumer_group, backend, replica)
+    VALUES (a_handler, '>', 'receive', 'db',
+            left(coalesce(nullif(current_setting('application_name'), ''), session_user::text),
+                 64))
+        ON CONFLICT (backend, consumer_group, name) DO UPDATE
+       SET last_seen = now(), replica = excluded.replica
+     WHERE h.last_seen < now() - interval '10 seconds';
+    group_names := ARRAY(SELECT h.name
+                           FROM /*schema*/handlers AS h
+                          WHERE h.backend = 'db' AND h.consumer_group = 'receive'
+                          ORDER BY h.name);
+
+    -- A few leases at most: a lease of events not to hand out (done, held,
+    -- waiting) is settled, and the next may hold some. Rows released in this
+    -- transaction are due after its now(), so no lease takes one twice.
+    FOR pass IN 1..3 LOOP
+        EXIT WHEN taken >= a_max;
+        PERFORM /*schema*/relay_claim_cursor();
+        SELECT t.retries_due INTO due FROM /*schema*/relay_claim_takeover() AS t;
+        -- Fresh rows and those that came back take turns leading, as the
+        -- relay's leases take turns: neither waits behind the other for long.
+        l_token := NULL;
+        IF due AND pass % 2 = 0 THEN
+            SELECT * INTO l_token, l_ids, l_envs, l_types, l_aggs, l_seqs
+              FROM /*schema*/receive_lease(true, a_max - taken);
+        END IF;
+        IF l_token IS NULL THEN
+            SELECT * INTO l_token, l_ids, l_envs, l_types, l_aggs, l_seqs
+              FROM /*schema*/receive_lease(false, a_max - taken);
+        END IF;
+        IF l_token IS NULL AND due AND pass % 2 = 1 THEN
+            SELECT * INTO l_token, l_ids, l_envs, l_types, l_aggs, l_seqs
+              FROM /*schema*/receive_lease(true, a_max - taken);
+        END IF;
+        EXIT WHEN l_token IS NULL;
+
+        f_ids := '{}'; f_outcomes := '{}'; f_reasons := '{}'; f_delays := '{}';
+        w_types := '{}'; w_aggs := '{}'; w_seqs := '{}';
+        -- The unordered events with a sound envelope in one claim: 0005's
+        -- ledger_claim, which api_claim calls for one, as the daemon claims a
+        -- batch (one owner token for the batch). The others one by one.
+        b_ids := ARRAY(SELECT u.id
+                         FROM unnest(l_ids, l_envs) AS u(id, env)
+                        WHERE u.env::jsonb ->> 'id' = u.id::text
+                          AND NOT u.env::jsonb ? 'aggregate_seq');
+        SELECT array_agg(c.state ORDER BY u.n), array_agg(c.defer_ms ORDER BY u.n),
+               array_agg(c.owner_token ORDER BY u.n), array_agg(c.attempts ORDER BY u.n)
+          INTO k_states, k_defer, k_tokens, k_attempts
+          FROM unnest(l_ids) WITH ORDINALITY AS u(id, n)
+          LEFT JOIN /*schema*/ledger_claim(a_handler, b_ids, a_lease, 10000, false) AS c
+                 ON c.event_id = u.id;
+        FOR i IN 1..cardinality(l_ids) LOOP
+            IF k_states[i] IS NULL THEN
+                SELECT * INTO o
+                  FROM /*schema*/receive_offer(a_handler, l_ids[i], l_envs[i], a_lease,
+                                               group_names);
+            ELSE
+                SELECT r.outcome, NULL::text AS reason, r.delay_ms,
+                       CASE WHEN k_states[i] = 'run' THEN k_tokens[i] END AS owner_token,
+                       k_attempts[i] AS attempts
+                  INTO o
+                  FROM /*schema*/receive_outcome(
+                           l_ids[i], group_names,
+                           CASE WHEN k_states[i] = 'run' THEN k_tokens[i] END,
+                           CASE k_states[i] WHEN 'busy' THEN least(k_defer[i], 1000)
+                                            WHEN 'backoff' THEN k_defer[i] END) AS r;
+            END IF;
+            f_ids := f_ids || l_ids[i];
+            f_outcomes := f_outcomes || o.outcome;
+            f_reasons := f_reasons || o.reason;
+            f_delays := f_delays || o.delay_ms;
+            IF o.outcome = 'done' AND l_seqs[i] IS NOT NULL THEN
+                w_types := w_types || l_types[i];
+                w_aggs := w_aggs || l_aggs[i];
+                w_seqs := w_seqs || l_seqs[i];
+            END IF;
+            IF o.owner_token IS NOT NULL THEN
+                taken := taken + 1;
+                event_id := l_ids[i];
+                token := o.owner_token;
+                envelope := l_envs[i]::jsonb;
+                attempts := o.attempts;
+                RETURN NEXT;
+            END IF;
+        END LOOP;
+        PERFORM /*schema*/relay_finish_rows(l_token, f_ids, f_outcomes, f_reasons, true, 1, 0, 1,
+                                            1, f_delays, NULL::bigint[]);
+        IF cardinality(w_seqs) > 0 THEN
+            PERFORM /*schema*/relay_wake_successors(w_types, w_aggs, w_seqs, 100);
+        END IF;
+    END LOOP;
+END
+$fn$;
+
+REVOKE ALL ON FUNCTION /*schema*/receive_offer(text, uuid, text, integer, text[]),
+    /*schema*/receive_outcome(uuid, text[], uuid, bigint),
+    /*schema*/receive_lease(boolean, integer) FROM PUBLIC;
+-- A definer's function: only the roles granted it may call it.
+REVOKE ALL ON FUNCTION /*schema*/receive(text, integer, integer) FROM PUBLIC;
+DO $grant$
+BEGIN
+    IF EXISTS (SELECT FROM pg_roles WHERE rolname = 'outbox_consumer') THEN
+        GRANT EXECUTE ON FUNCTION /*schema*/receive(text, integer, integer) TO outbox_consumer;
+    END IF;
+END
+$grant$;
