@@ -58,8 +58,14 @@ SET search_path = pg_catalog, pg_temp AS $fn$
 /*query:finish_rows*/
 $fn$;
 
--- wake_successors.sql: an ordered aggregate's next numbers, due now that these are out.
-CREATE FUNCTION /*schema*/relay_wake_successors(text[], uuid[], bigint[], bigint) RETURNS void
+-- wake_successors.sql: an ordered aggregate's next numbers, now that these are out: the run
+-- behind each leased to the caller, the rest due.
+CREATE FUNCTION /*schema*/relay_wake_successors(text[], uuid[], bigint[], bigint, integer,
+                                                integer)
+RETURNS TABLE (id uuid, envelope text, attempts integer, lease_token uuid, quarantined boolean,
+               lease_expiries integer, taken_over boolean, event_type text,
+               aggregate_type text, aggregate_id text, tenant_id text, data_subject text,
+               aggregate_seq bigint, leased boolean)
 LANGUAGE sql VOLATILE
 SET search_path = pg_catalog, pg_temp AS $fn$
 /*query:wake_successors*/
@@ -70,7 +76,8 @@ REVOKE ALL ON FUNCTION /*schema*/relay_claim_cursor(), /*schema*/relay_claim_tak
     /*schema*/relay_lease_rows(integer, integer, integer),
     /*schema*/relay_finish_rows(uuid, uuid[], text[], text[], boolean, integer, integer,
                                 integer, integer, bigint[], bigint[]),
-    /*schema*/relay_wake_successors(text[], uuid[], bigint[], bigint) FROM PUBLIC;
+    /*schema*/relay_wake_successors(text[], uuid[], bigint[], bigint, integer, integer)
+    FROM PUBLIC;
 
 -- One lease for receive(), by the relay's statements: fresh rows by window
 -- (claim_window.sql, under the cursor lock receive() took), or with
@@ -231,6 +238,8 @@ DECLARE
     w_types text[];
     w_aggs uuid[];
     w_seqs bigint[];
+    wk_token uuid;
+    wk_ids uuid[];
     b_ids uuid[];
     k_states text[];
     k_defer bigint[];
@@ -345,7 +354,20 @@ BEGIN
         PERFORM /*schema*/relay_finish_rows(l_token, f_ids, f_outcomes, f_reasons, true, 1, 0, 1,
                                             1, f_delays, NULL::bigint[]);
         IF cardinality(w_seqs) > 0 THEN
-            PERFORM /*schema*/relay_wake_successors(w_types, w_aggs, w_seqs, 100);
+            -- The run behind each head comes leased to this call (the relay
+            -- publishes it next); receive() hands out only what it claimed in
+            -- the ledger, so it gives the run back, due now, for the next call.
+            SELECT min(w.lease_token::text)::uuid, array_agg(w.id)
+              INTO wk_token, wk_ids
+              FROM /*schema*/relay_wake_successors(w_types, w_aggs, w_seqs, 100, 60, 5) AS w
+             WHERE w.leased;
+            IF wk_token IS NOT NULL THEN
+                PERFORM /*schema*/relay_finish_rows(
+                            wk_token, wk_ids,
+                            array_fill('release'::text, ARRAY[cardinality(wk_ids)]),
+                            array_fill(NULL::text, ARRAY[cardinality(wk_ids)]), true, 1, 0, 1,
+                            1, NULL::bigint[], NULL::bigint[]);
+            END IF;
         END IF;
     END LOOP;
 END
