@@ -20,6 +20,16 @@
 -- checked by 0017's loop, event by event, as before. Parking, giving back
 -- a broken run and moving the progress are one statement each.
 
+-- A claim moves each of its batch's aggregates' progress rows on once.
+-- Aggregates made together have their rows side by side, so a batch often
+-- moves every row of a page in its one transaction; such an update stays
+-- HOT (no index entry, the row on its page) only if the page has room for
+-- the new versions, and the old ones cannot be pruned before the batch
+-- commits. At 70 a page had room for about a third of its rows: a batch of
+-- 500 consecutive aggregates made half its updates non-HOT. At 50 every row
+-- of a page can move once (measured: 100% HOT). Pages written from now on.
+ALTER TABLE /*schema*/handler_progress SET (fillfactor = 50);
+
 CREATE OR REPLACE FUNCTION /*schema*/ledger_claim_ordered(claim_handler text, claim_ids uuid[],
                                                           claim_lease_seconds integer,
                                                           claim_lock_wait_ms integer,
@@ -54,6 +64,8 @@ DECLARE
     in_run_ids uuid[] := '{}';
     follows uuid[] := '{}';      -- those let run after the first of their aggregate
     undone uuid[] := '{}';       -- followers given back after the claim: parked
+    move_tids tid[];             -- progress rows to move on, and where to
+    move_seqs bigint[];
     claim_sub uuid[];
     res_states text[];
     res_attempts integer[];
@@ -322,10 +334,13 @@ BEGIN
         END IF;
     END IF;
     -- Done moves the progress on, per aggregate to the highest number that
-    -- runs now; one index probe per aggregate.
+    -- runs now. Each row is found by its key, one probe each (LATERAL ...
+    -- LIMIT keeps it a probe: a fresh handler's progress rows have no
+    -- statistics yet, and a join planned from them may read them all per
+    -- aggregate), then updated by its place, which cannot move while this
+    -- transaction holds its lock.
     IF claim_done THEN
-        UPDATE /*schema*/handler_progress AS g
-           SET last_seq = x.s, updated_at = now()
+        SELECT array_agg(p.tid), array_agg(x.s) INTO move_tids, move_seqs
           FROM (SELECT o.t, o.a, max(o.s) AS s
                   FROM unnest(claim_ids, claim_types, claim_aggregates, claim_seqs)
                        AS o(id, t, a, s)
@@ -334,8 +349,18 @@ BEGIN
                          WHERE z.state = 'run') AS z ON z.id = o.id
                  WHERE o.s IS NOT NULL AND NOT (o.id = ANY (undone))
                  GROUP BY o.t, o.a) AS x
-         WHERE g.handler = claim_handler AND g.aggregate_type = x.t AND g.aggregate_id = x.a
-           AND g.last_seq < x.s;
+         CROSS JOIN LATERAL (
+                SELECT q.ctid AS tid
+                  FROM /*schema*/handler_progress AS q
+                 WHERE q.handler = claim_handler AND q.aggregate_type = x.t
+                   AND q.aggregate_id = x.a AND q.last_seq < x.s
+                 LIMIT 1) AS p;
+        IF move_tids IS NOT NULL THEN
+            UPDATE /*schema*/handler_progress AS g
+               SET last_seq = y.s, updated_at = now()
+              FROM unnest(move_tids, move_seqs) AS y(tid, s)
+             WHERE g.ctid = ANY (move_tids) AND g.ctid = y.tid;
+        END IF;
     END IF;
     RETURN QUERY
     WITH inp AS (
