@@ -52,9 +52,13 @@ DECLARE
     lk_types text[] := '{}';     -- the progress rows locked, and their last_seq
     lk_ids uuid[] := '{}';
     lk_done bigint[] := '{}';
+    lk_tids tid[] := '{}';       -- their places, fixed while this transaction holds the locks
     more_types text[];
     more_ids uuid[];
     more_done bigint[];
+    more_tids tid[];
+    one_tid tid;
+    moved integer;
     parked uuid[] := '{}';
     busy uuid[] := '{}';
     slow_types text[] := '{}';   -- aggregates whose prefix ends at a gap: the loop decides
@@ -66,6 +70,8 @@ DECLARE
     undone uuid[] := '{}';       -- followers given back after the claim: parked
     move_tids tid[];             -- progress rows to move on, and where to
     move_seqs bigint[];
+    move_types text[];
+    move_ids uuid[];
     claim_sub uuid[];
     res_states text[];
     res_attempts integer[];
@@ -96,11 +102,12 @@ BEGIN
     BEGIN
         SELECT coalesce(array_agg(g.aggregate_type ORDER BY k.ord), '{}'),
                coalesce(array_agg(g.aggregate_id ORDER BY k.ord), '{}'),
-               coalesce(array_agg(g.last_seq ORDER BY k.ord), '{}')
-          INTO lk_types, lk_ids, lk_done
+               coalesce(array_agg(g.last_seq ORDER BY k.ord), '{}'),
+               coalesce(array_agg(g.tid ORDER BY k.ord), '{}')
+          INTO lk_types, lk_ids, lk_done, lk_tids
           FROM unnest(key_types, key_ids) WITH ORDINALITY AS k(t, a, ord)
          CROSS JOIN LATERAL (
-                SELECT g.aggregate_type, g.aggregate_id, g.last_seq
+                SELECT g.aggregate_type, g.aggregate_id, g.last_seq, g.ctid AS tid
                   FROM /*schema*/handler_progress AS g
                  WHERE g.handler = claim_handler AND g.aggregate_type = k.t
                    AND g.aggregate_id = k.a
@@ -119,11 +126,11 @@ BEGIN
                 ON CONFLICT (handler, aggregate_type, aggregate_id) DO NOTHING;
             SELECT array_agg(g.aggregate_type ORDER BY k.ord),
                    array_agg(g.aggregate_id ORDER BY k.ord),
-                   array_agg(g.last_seq ORDER BY k.ord)
-              INTO more_types, more_ids, more_done
+                   array_agg(g.last_seq ORDER BY k.ord), array_agg(g.tid ORDER BY k.ord)
+              INTO more_types, more_ids, more_done, more_tids
               FROM unnest(more_types, more_ids) WITH ORDINALITY AS k(t, a, ord)
              CROSS JOIN LATERAL (
-                    SELECT g.aggregate_type, g.aggregate_id, g.last_seq
+                    SELECT g.aggregate_type, g.aggregate_id, g.last_seq, g.ctid AS tid
                       FROM /*schema*/handler_progress AS g
                      WHERE g.handler = claim_handler AND g.aggregate_type = k.t
                        AND g.aggregate_id = k.a
@@ -131,6 +138,7 @@ BEGIN
             lk_types := lk_types || more_types;
             lk_ids := lk_ids || more_ids;
             lk_done := lk_done || more_done;
+            lk_tids := lk_tids || more_tids;
         END IF;
     EXCEPTION WHEN lock_not_available OR deadlock_detected THEN
         -- Undone, locks and all (the arrays are not): take them one by one,
@@ -138,6 +146,7 @@ BEGIN
         lk_types := '{}';
         lk_ids := '{}';
         lk_done := '{}';
+        lk_tids := '{}';
         PERFORM set_config('lock_timeout', '1ms', true);
         FOR r IN SELECT k.t, k.a FROM unnest(key_types, key_ids) WITH ORDINALITY AS k(t, a, ord)
                   ORDER BY k.ord LOOP
@@ -146,7 +155,7 @@ BEGIN
                                                              last_seq)
                 VALUES (claim_handler, r.t, r.a, 0)
                     ON CONFLICT (handler, aggregate_type, aggregate_id) DO NOTHING;
-                SELECT g.last_seq INTO done_seq
+                SELECT g.last_seq, g.ctid INTO done_seq, one_tid
                   FROM /*schema*/handler_progress AS g
                  WHERE g.handler = claim_handler AND g.aggregate_type = r.t
                    AND g.aggregate_id = r.a
@@ -154,6 +163,7 @@ BEGIN
                 lk_types := lk_types || r.t;
                 lk_ids := lk_ids || r.a;
                 lk_done := lk_done || done_seq;
+                lk_tids := lk_tids || one_tid;
             EXCEPTION WHEN lock_not_available OR deadlock_detected THEN
                 NULL; -- held by another transaction: its events are busy
             END;
@@ -334,13 +344,17 @@ BEGIN
         END IF;
     END IF;
     -- Done moves the progress on, per aggregate to the highest number that
-    -- runs now. Each row is found by its key, one probe each (LATERAL ...
-    -- LIMIT keeps it a probe: a fresh handler's progress rows have no
+    -- runs now, if past the last_seq read under the lock. The rows are
+    -- updated by the places read with their locks (a locked row does not
+    -- move; after waiting for another transaction's update the lock reads
+    -- the new version), each checked against its key. Should one not
+    -- match, every row is found again by its key, one probe each (LATERAL
+    -- ... LIMIT keeps it a probe: a fresh handler's progress rows have no
     -- statistics yet, and a join planned from them may read them all per
-    -- aggregate), then updated by its place, which cannot move while this
-    -- transaction holds its lock.
+    -- aggregate).
     IF claim_done THEN
-        SELECT array_agg(p.tid), array_agg(x.s) INTO move_tids, move_seqs
+        SELECT array_agg(l.tid), array_agg(x.s), array_agg(x.t), array_agg(x.a)
+          INTO move_tids, move_seqs, move_types, move_ids
           FROM (SELECT o.t, o.a, max(o.s) AS s
                   FROM unnest(claim_ids, claim_types, claim_aggregates, claim_seqs)
                        AS o(id, t, a, s)
@@ -349,18 +363,42 @@ BEGIN
                          WHERE z.state = 'run') AS z ON z.id = o.id
                  WHERE o.s IS NOT NULL AND NOT (o.id = ANY (undone))
                  GROUP BY o.t, o.a) AS x
-         CROSS JOIN LATERAL (
-                SELECT q.ctid AS tid
-                  FROM /*schema*/handler_progress AS q
-                 WHERE q.handler = claim_handler AND q.aggregate_type = x.t
-                   AND q.aggregate_id = x.a AND q.last_seq < x.s
-                 LIMIT 1) AS p;
+          JOIN unnest(lk_types, lk_ids, lk_done, lk_tids) AS l(t, a, done, tid)
+            ON l.t = x.t AND l.a = x.a
+         WHERE x.s > l.done;
         IF move_tids IS NOT NULL THEN
             UPDATE /*schema*/handler_progress AS g
                SET last_seq = y.s, updated_at = now()
-              FROM unnest(move_tids, move_seqs) AS y(tid, s)
-             WHERE g.ctid = ANY (move_tids) AND g.ctid = y.tid;
+              FROM unnest(move_tids, move_seqs, move_types, move_ids) AS y(tid, s, t, a)
+             WHERE g.ctid = ANY (move_tids) AND g.ctid = y.tid
+               -- the check, in a form no index answers, so the places lead the plan
+               AND (g.handler, g.aggregate_type, g.aggregate_id)
+                   IS NOT DISTINCT FROM (claim_handler, y.t, y.a);
+            GET DIAGNOSTICS moved = ROW_COUNT;
+            IF moved < cardinality(move_tids) THEN
+                SELECT array_agg(p.tid) INTO move_tids
+                  FROM unnest(move_seqs, move_types, move_ids) AS y(s, t, a)
+                 CROSS JOIN LATERAL (
+                        SELECT q.ctid AS tid
+                          FROM /*schema*/handler_progress AS q
+                         WHERE q.handler = claim_handler AND q.aggregate_type = y.t
+                           AND q.aggregate_id = y.a AND q.last_seq < y.s
+                         LIMIT 1) AS p;
+                UPDATE /*schema*/handler_progress AS g
+                   SET last_seq = y.s, updated_at = now()
+                  FROM unnest(move_seqs, move_types, move_ids) AS y(s, t, a)
+                 WHERE g.ctid = ANY (move_tids) AND g.handler = claim_handler
+                   AND g.aggregate_type = y.t AND g.aggregate_id = y.a AND g.last_seq < y.s;
+            END IF;
         END IF;
+    END IF;
+    IF cardinality(parked) + cardinality(busy) + cardinality(undone) = 0 THEN
+        -- Every event went to the plain claim (claim_sub is claim_ids): its rows as they are.
+        RETURN QUERY
+        SELECT u.id, u.state, u.attempts, u.defer_ms, u.owner_token
+          FROM unnest(claim_ids, res_states, res_attempts, res_defers, res_tokens)
+               AS u(id, state, attempts, defer_ms, owner_token);
+        RETURN;
     END IF;
     RETURN QUERY
     WITH inp AS (
