@@ -67,7 +67,7 @@ GRANT SELECT, INSERT, UPDATE, DELETE ON /*schema*/parked_events TO outbox_consum
 GRANT EXECUTE ON FUNCTION /*schema*/ledger_order_baseline(text) TO outbox_consumer;
 -- The SQL API's claim() keeps an ordered claim's number for complete() (0018).
 GRANT SELECT, INSERT, UPDATE, DELETE ON /*schema*/claim_orders TO outbox_consumer;
--- receive() (0021) leases outbox rows for the consumer, as its definer: the
+-- receive() (0020) leases outbox rows for the consumer, as its definer: the
 -- consumer still cannot read or change events itself.
 GRANT EXECUTE ON FUNCTION /*schema*/receive(text, integer, integer) TO outbox_consumer;
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_ledger_receive.c - outbox.receive() (migration 0021), the pull half
+ * test_ledger_receive.c - outbox.receive() (migration 0020), the pull half
  * of the ledger's SQL API over the DB-only backend: it hands out events
  * claimed for a handler with their tokens, complete() finishes them once,
  * racing receivers run each event once, a receiver that dies has its

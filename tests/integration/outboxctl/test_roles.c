@@ -242,7 +242,7 @@ Test(ctl_roles, each_role_does_its_job_and_nothing_more)
     cannot_change_tables(admin);
     PQfinish(admin);
     consume_group_fini(&g);
-    /* receive() (migration 0021) leases the outbox rows the consumer may not read itself
+    /* receive() (migration 0020) leases the outbox rows the consumer may not read itself
      * (once the group's relay, which would publish them, is stopped). */
     harness_exec(conn, "SELECT outbox.enqueue('order', gen_random_uuid(), 'changed', '{}')");
     {

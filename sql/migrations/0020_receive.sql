@@ -1,4 +1,4 @@
--- 0021_receive: receive(), the pull half of the ledger's SQL API (0018), for
+-- 0020_receive: receive(), the pull half of the ledger's SQL API (0018), for
 -- a service with no NATS client over the DB-only backend: it leases outbox
 -- rows with the relay's own statements, claims each in the ledger for the
 -- handler (0018's claim), and hands out the events it claimed with their
