@@ -127,8 +127,10 @@ outbox_status obx_ledger_mark_done(struct obx_ledger *ledger, const char *handle
 /*
  * obx_ledger_mark_done() of `done_*`, then obx_ledger_claim() of `events`
  * (count >= 1), in one transaction sent as one round trip: one commit
- * makes both durable. Call it outside a transaction. On any failure
- * nothing of either was written (`*marked` 0, `out` untouched).
+ * makes both durable. Call it outside a transaction. On a failure
+ * (`*marked` 0, `out` untouched) neither was written, or both if the
+ * connection broke during the COMMIT, as for any commit whose answer is
+ * lost: the events come back and find their rows as they are.
  */
 outbox_status obx_ledger_mark_done_and_claim(struct obx_ledger *ledger, const char *handler,
                                              const struct obx_ledger_event *done_events,
