@@ -42,7 +42,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import psycopg
 from psycopg.types.json import Jsonb
 
-POOL_SIZE = 8  # the http: handler sends up to 8 requests at once by default
+POOL_SIZE = 8  # connections: requests past them (http: sends up to 64 at once) wait
 
 
 class Poisoned(Exception):

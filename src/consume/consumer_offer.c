@@ -9,8 +9,10 @@
  * claim behind. External handlers: an event's claim commits just before
  * its effect runs outside any transaction (those that start together are
  * claimed in one statement), then its `done` mark (guarded by the owner
- * token) commits as soon as its run ends (with the others that ended in
- * the same round), to keep the re-run window after a crash small. Every
+ * token) commits in the next round after its run ends, with the others
+ * that ended meanwhile and the claims of the runs that start then: one
+ * transaction and one commit a round, to keep the re-run window after a
+ * crash small and the rounds cheap. Every
  * kind is run through struct obx_handler_ops (handler.h): the loop does
  * not know which one it runs.
  *
@@ -544,7 +546,8 @@ struct runs {
     int *kept;                     /* per slot: its keeper entry, or -1 */
     unsigned char *state;          /* per slot: RUN_* */
     struct obx_run_end *ends;      /* wait()'s reports */
-    size_t *done_slots;            /* of those, the DONE ones */
+    size_t *done_slots;            /* runs that ended DONE, their marks not written yet */
+    size_t done_count;             /* of done_slots */
     size_t going;                  /* runs started and not ended */
     size_t next;                   /* the first slot not yet claimed */
 };
@@ -616,36 +619,76 @@ begin_run(struct offer *o, struct runs *r, size_t k, long long claimed_ms)
     o->h->ops->start(o->h->ctx, (unsigned long)k, &r->d[k]);
 }
 
-/*
- * Claims up to `room` slots that can start now, in one statement, and
- * starts the runs of those the ledger says to run. Only what starts at
- * once is claimed, so no claim ages while it waits for its run.
- */
+/* The done marks of `slots`, in one statement guarded by each owner token; not acted on. */
 static outbox_status
-start_runs(struct offer *o, struct runs *r, size_t room, outbox_error *err)
+mark_done_rows(struct offer *o, const size_t *slots, size_t n, size_t *marked, outbox_error *err)
 {
-    struct obx_ledger_event *events = calloc(room, sizeof(*events));
-    struct obx_claim *claims = calloc(room, sizeof(*claims));
-    size_t *picked = calloc(room, sizeof(*picked));
-    long long claimed_ms = obx_monotonic_ms(); /* before the server's now(): see claim_keeper.c */
-    outbox_status st = OUTBOX_OK;
+    struct obx_ledger_event *events = calloc(n, sizeof(*events));
+    struct obx_claim *claims = calloc(n, sizeof(*claims));
+    outbox_status st;
+
+    *marked = 0;
+    if (events == NULL || claims == NULL) {
+        st = obx_fail(err, OUTBOX_ENOMEM, "consumer: out of memory");
+    } else {
+        for (size_t i = 0; i < n; i++) {
+            events[i] = o->events[slots[i]];
+            claims[i] = o->claims[slots[i]];
+        }
+        st = obx_ledger_mark_done(o->env->ledger, o->h->name, events, claims, n, marked, err);
+    }
+    free(events);
+    free(claims);
+    return st;
+}
+
+/*
+ * What the done marks of `slots` came to: with `st` failed, they were not
+ * recorded, so their messages come back (the ledger then says done or runs
+ * them again); a mark that found its claim taken over changed nothing, and
+ * the new owner decides.
+ */
+static void
+apply_done_marks(struct offer *o, const size_t *slots, size_t n, size_t marked, outbox_status st)
+{
+    if (st != OUTBOX_OK) {
+        for (size_t i = 0; i < n; i++) {
+            obx_verdict_nak(verdict(o, slots[i]), OBX_LEDGER_OUTAGE_RETRY_MS);
+            o->results[slots[i]] = OUTBOX_HANDLER_RETRY;
+            o->tally->ledger_errors += 1;
+        }
+    } else if (marked < n && n == 1) {
+        obx_log(OUTBOX_LOG_WARN, "claim lost before done event_id=%s handler=%s",
+                o->events[slots[0]].event_id, o->h->name);
+    } else if (marked < n) {
+        obx_log(OUTBOX_LOG_WARN, "claim lost before done handler=%s lost=%zu of=%zu", o->h->name,
+                n - marked, n);
+    }
+}
+
+/* Slots that can start now, up to `room`, held back from the next pick; returns how many. */
+static size_t
+pick_startable(struct offer *o, struct runs *r, size_t room, struct obx_ledger_event *events,
+               size_t *picked)
+{
     size_t n = 0, k;
 
-    if (events == NULL || claims == NULL || picked == NULL) {
-        st = obx_fail(err, OUTBOX_ENOMEM, "consumer: out of memory");
-    }
-    while (st == OUTBOX_OK && n < room && (k = next_startable(o, r)) < o->count) {
+    while (n < room && (k = next_startable(o, r)) < o->count) {
         r->state[k] = RUN_CLAIMING; /* holds back the next event of its aggregate */
         events[n] = o->events[k];
         picked[n++] = k;
     }
-    if (st == OUTBOX_OK && n > 0) {
-        st = obx_ledger_claim(o->env->ledger, o->h->name, events, n,
-                              (int)o->env->cfg->ledger_lease_seconds, CLAIM_LOCK_WAIT_MS, claims,
-                              err);
-    }
+    return n;
+}
+
+/* Starts the runs the ledger said to run; with `st` failed, nothing was claimed. */
+static void
+apply_claims(struct offer *o, struct runs *r, const size_t *picked, const struct obx_claim *claims,
+             size_t n, long long claimed_ms, outbox_status st)
+{
     for (size_t i = 0; i < n; i++) {
-        k = picked[i];
+        size_t k = picked[i];
+
         if (st != OUTBOX_OK) {
             r->state[k] = RUN_WAITING; /* not claimed: it is redelivered */
             continue;
@@ -658,17 +701,111 @@ start_runs(struct offer *o, struct runs *r, size_t room, outbox_error *err)
             r->state[k] = RUN_OVER;
         }
     }
+}
+
+/*
+ * The two ledger writes of a round, in one transaction when there are
+ * both: the done marks of the runs that ended (r->done_slots), then the
+ * claims of up to `n` events that start now, sent as one round trip. One
+ * commit makes both durable, so a round waits for one WAL flush instead of
+ * two, and each stays synchronous: a claim is durable before its run
+ * starts, a done mark before its message is acked. The marks go first, so
+ * an ordered event whose predecessor just ended is claimed after that one
+ * is done. If that fails on a live connection (a claim's error), the marks
+ * are written alone. `*done_st` and `*claim_st` get each one's outcome
+ * (`derr`, `cerr`).
+ */
+static void
+write_round(struct offer *o, struct runs *r, const struct obx_ledger_event *events, size_t n,
+            struct obx_claim *claims, size_t *marked, outbox_status *done_st,
+            outbox_status *claim_st, outbox_error *derr, outbox_error *cerr)
+{
+    struct obx_ledger *ledger = o->env->ledger;
+    size_t done_n = r->done_count;
+    int lease = (int)o->env->cfg->ledger_lease_seconds;
+    struct obx_ledger_event *done_events = NULL;
+    struct obx_claim *done_claims = NULL;
+
+    *done_st = *claim_st = OUTBOX_OK;
+    if (done_n == 0 || n == 0) {
+        if (done_n > 0) {
+            *done_st = mark_done_rows(o, r->done_slots, done_n, marked, derr);
+        }
+        if (n > 0) {
+            *claim_st = obx_ledger_claim(ledger, o->h->name, events, n, lease, CLAIM_LOCK_WAIT_MS,
+                                         claims, cerr);
+        }
+        return;
+    }
+    done_events = calloc(done_n, sizeof(*done_events));
+    done_claims = calloc(done_n, sizeof(*done_claims));
+    if (done_events == NULL || done_claims == NULL) {
+        *claim_st = obx_fail(cerr, OUTBOX_ENOMEM, "consumer: out of memory");
+    } else {
+        for (size_t i = 0; i < done_n; i++) {
+            done_events[i] = o->events[r->done_slots[i]];
+            done_claims[i] = o->claims[r->done_slots[i]];
+        }
+        *claim_st = obx_ledger_mark_done_and_claim(ledger, o->h->name, done_events, done_claims,
+                                                   done_n, marked, events, n, lease,
+                                                   CLAIM_LOCK_WAIT_MS, claims, cerr);
+    }
+    free(done_events);
+    free(done_claims);
+    if (*claim_st == OUTBOX_OK) {
+        return; /* committed together */
+    }
+    *done_st = cerr->code == OUTBOX_EUNAVAILABLE
+                   ? obx_fail(derr, OUTBOX_EUNAVAILABLE, "%s", cerr->message)
+                   : mark_done_rows(o, r->done_slots, done_n, marked, derr);
+}
+
+/*
+ * One round of the ledger: records the done marks of the runs that ended
+ * since the last round, claims up to `room` slots that can start now, and
+ * starts the runs of those the ledger says to run. Only what starts at
+ * once is claimed, so no claim ages while it waits for its run. The first
+ * failure is returned (in `err`); the done marks and claims it cost are
+ * given back (redelivered, nothing spent).
+ */
+static outbox_status
+ledger_round(struct offer *o, struct runs *r, size_t room, outbox_error *err)
+{
+    struct obx_ledger_event *events = calloc(room > 0 ? room : 1, sizeof(*events));
+    struct obx_claim *claims = calloc(room > 0 ? room : 1, sizeof(*claims));
+    size_t *picked = calloc(room > 0 ? room : 1, sizeof(*picked));
+    long long claimed_ms = obx_monotonic_ms(); /* before the server's now(): see claim_keeper.c */
+    outbox_status done_st = OUTBOX_OK, claim_st = OUTBOX_OK;
+    outbox_error derr = {0}, cerr = {0};
+    size_t n = 0, marked = 0;
+
+    if (events == NULL || claims == NULL || picked == NULL) {
+        done_st = claim_st = obx_fail(&derr, OUTBOX_ENOMEM, "consumer: out of memory");
+    } else {
+        n = pick_startable(o, r, room, events, picked);
+        write_round(o, r, events, n, claims, &marked, &done_st, &claim_st, &derr, &cerr);
+    }
+    apply_done_marks(o, r->done_slots, r->done_count, marked, done_st);
+    r->done_count = 0;
+    apply_claims(o, r, picked, claims, n, claimed_ms, claim_st);
     free(events);
     free(claims);
     free(picked);
-    return st;
+    if (done_st != OUTBOX_OK) {
+        *err = derr;
+        return done_st;
+    }
+    if (claim_st != OUTBOX_OK) {
+        *err = cerr;
+    }
+    return claim_st;
 }
 
 /*
  * Records how run k ended, at once: its failure or retry, or for a DONE
- * sets `*done` (its mark goes with the others of the round, one
- * statement). With `broken` the ledger is away: nothing can be recorded,
- * and the message comes back later with nothing spent.
+ * sets `*done` (its mark goes with the next round's claims, one
+ * transaction). With `broken` the ledger is away: nothing can be
+ * recorded, and the message comes back later with nothing spent.
  */
 static outbox_status
 settle_end(struct offer *o, struct runs *r, const struct obx_run_end *e, int broken, int *done,
@@ -701,54 +838,13 @@ settle_end(struct offer *o, struct runs *r, const struct obx_run_end *e, int bro
 }
 
 /*
- * Marks done, in one statement guarded by each owner token, the runs of
- * `slots` that returned DONE. A mark that finds its claim taken over
- * changes nothing: the new owner decides.
+ * Records the ends of one wait; the first ledger failure makes `*broken`.
+ * The DONE ones wait in r->done_slots for the next ledger round.
  */
-static outbox_status
-mark_ended_done(struct offer *o, const size_t *slots, size_t n, outbox_error *err)
-{
-    struct obx_ledger_event *events = calloc(n, sizeof(*events));
-    struct obx_claim *claims = calloc(n, sizeof(*claims));
-    size_t marked = 0;
-    outbox_status st;
-
-    if (events == NULL || claims == NULL) {
-        st = obx_fail(err, OUTBOX_ENOMEM, "consumer: out of memory");
-    } else {
-        for (size_t i = 0; i < n; i++) {
-            events[i] = o->events[slots[i]];
-            claims[i] = o->claims[slots[i]];
-        }
-        st = obx_ledger_mark_done(o->env->ledger, o->h->name, events, claims, n, &marked, err);
-    }
-    free(events);
-    free(claims);
-    if (st != OUTBOX_OK) {
-        for (size_t i = 0; i < n; i++) { /* done, but not recorded: it comes back */
-            obx_verdict_nak(verdict(o, slots[i]), OBX_LEDGER_OUTAGE_RETRY_MS);
-            o->results[slots[i]] = OUTBOX_HANDLER_RETRY;
-            o->tally->ledger_errors += 1;
-        }
-        return st;
-    }
-    if (marked < n && n == 1) {
-        obx_log(OUTBOX_LOG_WARN, "claim lost before done event_id=%s handler=%s",
-                o->events[slots[0]].event_id, o->h->name);
-    } else if (marked < n) {
-        obx_log(OUTBOX_LOG_WARN, "claim lost before done handler=%s lost=%zu of=%zu", o->h->name,
-                n - marked, n);
-    }
-    return OUTBOX_OK;
-}
-
-/* Records the ends of one wait; the first ledger failure makes `*broken`. */
 static void
 settle_round(struct offer *o, struct runs *r, size_t n, int *broken, outbox_status *st,
              outbox_error *err)
 {
-    size_t done_count = 0;
-
     for (size_t i = 0; i < n; i++) {
         outbox_error serr = {0};
         int done = 0;
@@ -759,13 +855,8 @@ settle_round(struct offer *o, struct runs *r, size_t n, int *broken, outbox_stat
             *err = serr;
         }
         if (done) {
-            r->done_slots[done_count++] = (size_t)r->ends[i].tag;
+            r->done_slots[r->done_count++] = (size_t)r->ends[i].tag;
         }
-    }
-    if (done_count > 0 && mark_ended_done(o, r->done_slots, done_count, err) != OUTBOX_OK &&
-        !*broken) {
-        *broken = 1;
-        *st = err->code;
     }
 }
 
@@ -788,7 +879,8 @@ stop_lost_runs(struct offer *o, struct runs *r)
  * them go on, and one whose lease ran out meanwhile can be taken over by
  * another replica - which then runs the same handler for the same event
  * at the same time, or marks it done before this replica runs it again.
- * Each run's end is recorded as soon as it is reported.
+ * Each run's end is recorded as soon as it is reported: a failure or
+ * retry at once, a done mark in the next ledger round (ledger_round).
  *
  * A kind in an outage (its endpoint unreachable) starts nothing more: the
  * events not started are given back with its pause as their delay, and
@@ -809,11 +901,12 @@ offer_external(struct offer *o, outbox_error *err)
         return obx_fail(err, OUTBOX_ENOMEM, "consumer: out of memory");
     }
     for (;;) {
-        size_t n;
+        size_t n, room;
 
         paused = ops->paused_ms != NULL ? ops->paused_ms(o->h->ctx) : 0;
-        if (!broken && paused == 0 && r.going < limit &&
-            start_runs(o, &r, limit - r.going, err) != OUTBOX_OK) {
+        room = !broken && paused == 0 && r.going < limit ? limit - r.going : 0;
+        if ((room > 0 || r.done_count > 0) && ledger_round(o, &r, room, err) != OUTBOX_OK &&
+            !broken) {
             broken = 1; /* the ledger went away: settle what runs, start nothing more */
             st = err->code;
         }

@@ -13,6 +13,15 @@
 #include "consume/handler.h"
 #include "outbox/outbox.h"
 
+/*
+ * Requests at once when the declaration does not say (in_flight=N). The
+ * consumer writes the ledger in rounds (the done marks of the requests
+ * that ended, the claims of those that start: one commit), and a round
+ * costs about the same for 8 events as for 64, so more in flight is more
+ * events per round (docs/consumers.md, "The ledger in rounds").
+ */
+enum { OBX_HTTP_DEFAULT_IN_FLIGHT = 64 };
+
 /* What an http handler POSTs to and how; all borrowed for the call to obx_http_handler_new. */
 struct obx_http_handler_config {
     const char *name;           /* the handler's, for the log */

@@ -124,6 +124,21 @@ outbox_status obx_ledger_mark_done(struct obx_ledger *ledger, const char *handle
                                    const struct obx_claim *claims, size_t count, size_t *marked,
                                    outbox_error *err);
 
+/*
+ * obx_ledger_mark_done() of `done_*`, then obx_ledger_claim() of `events`
+ * (count >= 1), in one transaction sent as one round trip: one commit
+ * makes both durable. Call it outside a transaction. On a failure
+ * (`*marked` 0, `out` untouched) neither was written, or both if the
+ * connection broke during the COMMIT, as for any commit whose answer is
+ * lost: the events come back and find their rows as they are.
+ */
+outbox_status obx_ledger_mark_done_and_claim(struct obx_ledger *ledger, const char *handler,
+                                             const struct obx_ledger_event *done_events,
+                                             const struct obx_claim *done_claims, size_t done_count,
+                                             size_t *marked, const struct obx_ledger_event *events,
+                                             size_t count, int lease_seconds, int lock_wait_ms,
+                                             struct obx_claim *out, outbox_error *err);
+
 struct obx_failure_policy {
     int max_attempts;    /* OUTBOX_MAX_ATTEMPTS */
     int backoff_base_ms; /* 5000 in production */

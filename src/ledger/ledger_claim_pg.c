@@ -164,15 +164,71 @@ claim_check(const char *handler, int lease_seconds, int lock_wait_ms, outbox_err
     return check_handler(handler, err);
 }
 
+/* A claim's statement and parameters, built from its events. */
+struct claim_stmt {
+    char lease_text[16], wait_text[16];
+    const char *params[5 + OBX_ORDER_ARRAYS];
+    int nparams;
+    size_t which;
+    struct obx_buf ids, order[OBX_ORDER_ARRAYS];
+};
+
+static void
+claim_stmt_init(struct claim_stmt *c)
+{
+    memset(c, 0, sizeof(*c));
+    obx_buf_init(&c->ids);
+    for (size_t a = 0; a < OBX_ORDER_ARRAYS; a++) {
+        obx_buf_init(&c->order[a]);
+    }
+}
+
+static void
+claim_stmt_fini(struct claim_stmt *c)
+{
+    for (size_t a = 0; a < OBX_ORDER_ARRAYS; a++) {
+        obx_buf_fini(&c->order[a]);
+    }
+    obx_buf_fini(&c->ids);
+}
+
+static outbox_status
+claim_build(struct claim_stmt *c, const char *handler, const struct obx_ledger_event *events,
+            size_t count, int lease_seconds, int lock_wait_ms, int as_done, outbox_error *err)
+{
+    outbox_status status = ids_literal(events, count, &c->ids, err);
+
+    if (status != OUTBOX_OK) {
+        return status;
+    }
+    snprintf(c->lease_text, sizeof(c->lease_text), "%d", lease_seconds);
+    snprintf(c->wait_text, sizeof(c->wait_text), "%d", lock_wait_ms);
+    c->params[0] = handler;
+    c->params[1] = c->ids.data;
+    c->params[2] = c->lease_text;
+    c->params[3] = c->wait_text;
+    c->params[4] = as_done ? "true" : "false";
+    if (!obx_ledger_events_ordered(events, count)) {
+        /* No ordered event: the plain claim, not a statement more for unordered batches. */
+        c->which = OBX_LEDGER_CLAIM;
+        c->nparams = 5;
+        return OUTBOX_OK;
+    }
+    status = obx_ledger_order_arrays(events, NULL, count, 1, c->order, err);
+    for (size_t a = 0; status == OUTBOX_OK && a < OBX_ORDER_ARRAYS; a++) {
+        c->params[5 + a] = c->order[a].data;
+    }
+    c->which = OBX_LEDGER_CLAIM_ORDERED;
+    c->nparams = 5 + OBX_ORDER_ARRAYS;
+    return status;
+}
+
 static outbox_status
 claim(struct obx_ledger *ledger, const char *handler, const struct obx_ledger_event *events,
       size_t count, int lease_seconds, int lock_wait_ms, int as_done, struct obx_claim *out,
       outbox_error *err)
 {
-    char lease_text[16], wait_text[16];
-    const char *params[5 + OBX_ORDER_ARRAYS] = {handler, NULL, lease_text, wait_text,
-                                                as_done ? "true" : "false"};
-    struct obx_buf ids, order[OBX_ORDER_ARRAYS];
+    struct claim_stmt c;
     PGresult *res = NULL;
     outbox_status status;
 
@@ -185,41 +241,17 @@ claim(struct obx_ledger *ledger, const char *handler, const struct obx_ledger_ev
     if (status != OUTBOX_OK) {
         return status;
     }
-    obx_buf_init(&ids);
-    for (size_t a = 0; a < OBX_ORDER_ARRAYS; a++) {
-        obx_buf_init(&order[a]);
+    claim_stmt_init(&c);
+    status = claim_build(&c, handler, events, count, lease_seconds, lock_wait_ms, as_done, err);
+    if (status == OUTBOX_OK) {
+        res = obx_pg_session_exec(&ledger->pg, c.which, c.params, c.nparams);
+        status = obx_pg_session_check(&ledger->pg, res, "claim", err);
     }
-    status = ids_literal(events, count, &ids, err);
-    if (status != OUTBOX_OK) {
-        goto done;
-    }
-    snprintf(lease_text, sizeof(lease_text), "%d", lease_seconds);
-    snprintf(wait_text, sizeof(wait_text), "%d", lock_wait_ms);
-    params[1] = ids.data;
-    if (!obx_ledger_events_ordered(events, count)) {
-        /* No ordered event: the plain claim, not a statement more for unordered batches. */
-        res = obx_pg_session_exec(&ledger->pg, OBX_LEDGER_CLAIM, params, 5);
-    } else {
-        status = obx_ledger_order_arrays(events, NULL, count, 1, order, err);
-        if (status != OUTBOX_OK) {
-            goto done;
-        }
-        for (size_t a = 0; a < OBX_ORDER_ARRAYS; a++) {
-            params[5 + a] = order[a].data;
-        }
-        res = obx_pg_session_exec(&ledger->pg, OBX_LEDGER_CLAIM_ORDERED, params,
-                                  5 + OBX_ORDER_ARRAYS);
-    }
-    status = obx_pg_session_check(&ledger->pg, res, "claim", err);
     if (status == OUTBOX_OK) {
         status = claims_take(res, count, out, err);
     }
-done:
     PQclear(res);
-    for (size_t a = 0; a < OBX_ORDER_ARRAYS; a++) {
-        obx_buf_fini(&order[a]);
-    }
-    obx_buf_fini(&ids);
+    claim_stmt_fini(&c);
     return status;
 }
 
@@ -272,65 +304,168 @@ done_arrays(const struct obx_ledger_event *events, const struct obx_claim *claim
     return obx_buf_failed(&arrays[0]) || obx_buf_failed(&arrays[1]) ? OUTBOX_ENOMEM : OUTBOX_OK;
 }
 
+/* A done mark's statement and parameters, built from its RUN claims. */
+struct done_stmt {
+    struct obx_buf arrays[5]; /* ids, tokens; with ordered events their aggregates */
+    const char *params[6];
+    int nparams;
+    size_t which;
+    size_t runs; /* RUN claims to mark; 0: no statement */
+    int ordered;
+};
+
+static void
+done_stmt_init(struct done_stmt *d)
+{
+    memset(d, 0, sizeof(*d));
+    for (size_t a = 0; a < 5; a++) {
+        obx_buf_init(&d->arrays[a]);
+    }
+}
+
+static void
+done_stmt_fini(struct done_stmt *d)
+{
+    for (size_t a = 0; a < 5; a++) {
+        obx_buf_fini(&d->arrays[a]);
+    }
+}
+
+static outbox_status
+done_build(struct done_stmt *d, const char *handler, const struct obx_ledger_event *events,
+           const struct obx_claim *claims, size_t count, outbox_error *err)
+{
+    outbox_status status = done_arrays(events, claims, count, d->arrays, &d->runs);
+
+    if (status != OUTBOX_OK) {
+        return obx_fail(err, status, "mark done: %s",
+                        status == OUTBOX_ENOMEM ? "out of memory"
+                                                : "a RUN claim's id or token is not a UUID");
+    }
+    d->ordered = obx_ledger_events_ordered(events, count);
+    d->params[0] = handler;
+    d->params[1] = d->arrays[0].data;
+    d->params[2] = d->arrays[1].data;
+    d->which = OBX_LEDGER_MARK_DONE;
+    d->nparams = 3;
+    if (d->ordered && d->runs > 0) {
+        /* The aggregates' progress moves on with the done mark, in one statement. */
+        status = obx_ledger_order_arrays(events, claims, count, 0, &d->arrays[2], err);
+        d->params[3] = d->arrays[2].data;
+        d->params[4] = d->arrays[3].data;
+        d->params[5] = d->arrays[4].data;
+        d->which = OBX_LEDGER_MARK_DONE_ORDERED;
+        d->nparams = 6;
+    }
+    return status;
+}
+
+/* How many rows a done mark changed. */
+static size_t
+done_marked(const struct done_stmt *d, PGresult *res)
+{
+    return (size_t)strtoul(d->ordered ? PQgetvalue(res, 0, 0) : PQcmdTuples(res), NULL, 10);
+}
+
 outbox_status
 obx_ledger_mark_done(struct obx_ledger *ledger, const char *handler,
                      const struct obx_ledger_event *events, const struct obx_claim *claims,
                      size_t count, size_t *marked, outbox_error *err)
 {
-    struct obx_buf arrays[5]; /* ids, tokens; with ordered events their aggregates */
-    const char *params[6] = {handler};
+    struct done_stmt d;
     PGresult *res = NULL;
-    size_t runs = 0;
-    int ordered = obx_ledger_events_ordered(events, count);
     outbox_status status;
 
     obx_error_reset(err);
+    *marked = 0;
     status = check_handler(handler, err);
     if (status != OUTBOX_OK) {
         return status;
     }
-    for (size_t a = 0; a < 5; a++) {
-        obx_buf_init(&arrays[a]);
-    }
-    status = done_arrays(events, claims, count, arrays, &runs);
-    if (status != OUTBOX_OK) {
-        obx_fail(err, status, "mark done: %s",
-                 status == OUTBOX_ENOMEM ? "out of memory"
-                                         : "a RUN claim's id or token is not a UUID");
-        goto done;
-    }
-    if (runs == 0) {
-        *marked = 0; /* nothing ran: no statement */
-        goto done;
-    }
-    status = obx_pg_session_require(&ledger->pg, err);
-    if (status != OUTBOX_OK) {
-        goto done;
-    }
-    params[1] = arrays[0].data;
-    params[2] = arrays[1].data;
-    if (!ordered) {
-        res = obx_pg_session_exec(&ledger->pg, OBX_LEDGER_MARK_DONE, params, 3);
-    } else {
-        /* The aggregates' progress moves on with the done mark, in one statement. */
-        status = obx_ledger_order_arrays(events, claims, count, 0, &arrays[2], err);
-        if (status != OUTBOX_OK) {
-            goto done;
+    done_stmt_init(&d);
+    status = done_build(&d, handler, events, claims, count, err);
+    if (status == OUTBOX_OK && d.runs > 0) {
+        status = obx_pg_session_require(&ledger->pg, err);
+        if (status == OUTBOX_OK) {
+            res = obx_pg_session_exec(&ledger->pg, d.which, d.params, d.nparams);
+            status = obx_pg_session_check(&ledger->pg, res, "mark done", err);
         }
-        params[3] = arrays[2].data;
-        params[4] = arrays[3].data;
-        params[5] = arrays[4].data;
-        res = obx_pg_session_exec(&ledger->pg, OBX_LEDGER_MARK_DONE_ORDERED, params, 6);
+        if (status == OUTBOX_OK) {
+            *marked = done_marked(&d, res);
+        }
     }
-    status = obx_pg_session_check(&ledger->pg, res, "mark done", err);
-    if (status == OUTBOX_OK) {
-        *marked = (size_t)strtoul(ordered ? PQgetvalue(res, 0, 0) : PQcmdTuples(res), NULL, 10);
-    }
-done:
     PQclear(res);
-    for (size_t a = 0; a < 5; a++) {
-        obx_buf_fini(&arrays[a]);
+    done_stmt_fini(&d);
+    return status;
+}
+
+enum { ROUND_BEGIN, ROUND_DONE, ROUND_CLAIM, ROUND_COMMIT, ROUND_STEPS };
+
+outbox_status
+obx_ledger_mark_done_and_claim(struct obx_ledger *ledger, const char *handler,
+                               const struct obx_ledger_event *done_events,
+                               const struct obx_claim *done_claims, size_t done_count,
+                               size_t *marked, const struct obx_ledger_event *events, size_t count,
+                               int lease_seconds, int lock_wait_ms, struct obx_claim *out,
+                               outbox_error *err)
+{
+    struct done_stmt d;
+    struct claim_stmt c;
+    struct obx_pg_step steps[ROUND_STEPS] = {
+        [ROUND_BEGIN] = {.text = "BEGIN ISOLATION LEVEL READ COMMITTED"},
+        [ROUND_COMMIT] = {.text = "COMMIT"}};
+    PGresult *res[ROUND_STEPS] = {NULL};
+    outbox_status status;
+    int sent = 0;
+
+    obx_error_reset(err);
+    *marked = 0;
+    status = claim_check(handler, lease_seconds, lock_wait_ms, err);
+    if (status == OUTBOX_OK) {
+        status = obx_pg_session_require(&ledger->pg, err);
     }
+    if (status != OUTBOX_OK) {
+        return status;
+    }
+    if (PQtransactionStatus(ledger->pg.conn) != PQTRANS_IDLE) {
+        return obx_fail(err, OUTBOX_EINVAL, "mark done and claim: a transaction is already open");
+    }
+    done_stmt_init(&d);
+    claim_stmt_init(&c);
+    status = done_build(&d, handler, done_events, done_claims, done_count, err);
+    if (status == OUTBOX_OK) {
+        status = claim_build(&c, handler, events, count, lease_seconds, lock_wait_ms, 0, err);
+    }
+    if (status == OUTBOX_OK) {
+        /* No RUN claim to mark: the step is a statement that changes nothing. */
+        steps[ROUND_DONE] =
+            d.runs > 0
+                ? (struct obx_pg_step){.which = d.which, .params = d.params, .nparams = d.nparams}
+                : (struct obx_pg_step){.text = "SELECT 0"};
+        steps[ROUND_CLAIM] =
+            (struct obx_pg_step){.which = c.which, .params = c.params, .nparams = c.nparams};
+        status = obx_pg_session_pipeline(&ledger->pg, steps, ROUND_STEPS, res, err);
+        sent = status == OUTBOX_OK;
+    }
+    for (size_t i = 0; status == OUTBOX_OK && i < ROUND_STEPS; i++) {
+        status = obx_pg_session_check(&ledger->pg, res[i],
+                                      i == ROUND_DONE    ? "mark done"
+                                      : i == ROUND_CLAIM ? "claim"
+                                                         : "mark done and claim",
+                                      err);
+    }
+    if (status == OUTBOX_OK) {
+        status = claims_take(res[ROUND_CLAIM], count, out, err);
+        *marked = d.runs > 0 ? done_marked(&d, res[ROUND_DONE]) : 0;
+    } else if (sent) {
+        /* A failed step leaves the transaction open and aborted: end it. */
+        obx_ledger_rollback(ledger);
+    }
+    for (size_t i = 0; i < ROUND_STEPS; i++) {
+        PQclear(res[i]);
+    }
+    done_stmt_fini(&d);
+    claim_stmt_fini(&c);
     return status;
 }
 

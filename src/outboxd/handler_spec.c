@@ -13,6 +13,7 @@
 #include "common/error.h"
 #include "common/secret.h"
 #include "envelope/subject.h"
+#include "handlers/http_handler.h"
 
 #include "common/banned.h" /* last: poisons unsafe functions */
 
@@ -204,7 +205,8 @@ parse_kind(const char *text, struct obx_handler_spec *spec, const char **body, o
                         "(exec and http take options: exec[in_flight=4]:COMMAND)",
                         spec->name);
     }
-    spec->in_flight = OBX_SPEC_DEFAULT_IN_FLIGHT;
+    spec->in_flight =
+        spec->kind == OBX_SPEC_HTTP ? OBX_HTTP_DEFAULT_IN_FLIGHT : OBX_SPEC_DEFAULT_IN_FLIGHT;
     if (*after == ':') {
         *body = after + 1;
         return OUTBOX_OK;

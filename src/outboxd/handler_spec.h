@@ -25,7 +25,7 @@
 enum obx_handler_spec_kind { OBX_SPEC_SQL, OBX_SPEC_EXEC, OBX_SPEC_HTTP };
 
 enum {
-    OBX_SPEC_DEFAULT_IN_FLIGHT = 8, /* exec: children, http: requests at once */
+    OBX_SPEC_DEFAULT_IN_FLIGHT = 8, /* exec: children at once (http: OBX_HTTP_DEFAULT_IN_FLIGHT) */
     OBX_SPEC_MAX_HEADERS = 16,
 };
 

@@ -244,7 +244,8 @@ static const char sample_envelope[] =
     "\"payload\":{\"n\":1,\"fill\":\"\"}}";
 
 /*
- * A declared `http:` handler (8 requests in flight, its default), one
+ * A declared `http:` handler (OBX_HTTP_DEFAULT_IN_FLIGHT requests in
+ * flight, its default), one
  * replica, POSTing to a local endpoint that answers 204, against the same
  * number of POSTs in flight through libcurl with no pgoutbox
  * (raw_http_post), to the same endpoint.
@@ -261,7 +262,8 @@ http_case(const struct obx_bench_env *env, PGconn *conn)
                              .label = "http",
                              .batch = env->batch > 1000 ? 1000 : env->batch,
                              .events = env->events < 20000 ? env->events : 20000};
-    struct obx_bench_handler http = {.ops = &obx_http_kind, .in_flight = 8};
+    struct obx_bench_handler http = {.ops = &obx_http_kind,
+                                     .in_flight = OBX_HTTP_DEFAULT_IN_FLIGHT};
     outbox_error err;
     double raw, rate;
     char url[64];
@@ -283,10 +285,10 @@ http_case(const struct obx_bench_env *env, PGconn *conn)
     }
     http.ctx = hh;
     c.handler = &http;
-    raw = obx_bench_raw_http_post(port, sample_envelope, (int)c.events, 8);
+    raw = obx_bench_raw_http_post(port, sample_envelope, (int)c.events, (int)http.in_flight);
     obx_bench_emit(json_pack("{s:s, s:s, s:f, s:I, s:i}", "bench", "consume", "case",
                              "raw_http_post", "events_per_s", raw, "events", (json_int_t)c.events,
-                             "in_flight", 8));
+                             "in_flight", (int)http.in_flight));
     publish_all(env, conn, &c);
     rate = run_consumers(env, &c);
     emit(&c, "consume_http", rate, raw, -1);

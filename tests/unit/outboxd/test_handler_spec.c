@@ -5,6 +5,7 @@
 #include <criterion/criterion.h>
 #include <string.h>
 
+#include "handlers/http_handler.h"
 #include "outboxd/handler_spec.h"
 
 Test(handler_spec, parses_a_sql_handler_with_a_filter)
@@ -103,6 +104,10 @@ Test(handler_spec, parses_an_http_handler_and_its_options)
     cr_assert_str_eq(s.headers[0], "X-Tenant: eu");
     cr_assert_str_eq(s.headers[1], "X-B:1");
     cr_assert_eq(s.structured, 1);
+    obx_handler_spec_fini(&s);
+    cr_assert_eq(obx_handler_spec_parse("hook=http:http://h.example/e", &s, &err), OUTBOX_OK);
+    cr_assert_eq(s.in_flight, OBX_HTTP_DEFAULT_IN_FLIGHT, "http's own default in-flight limit");
+    cr_assert_eq(OBX_HTTP_DEFAULT_IN_FLIGHT, 64);
     obx_handler_spec_fini(&s);
 }
 
