@@ -20,7 +20,7 @@
 
 #include "harness.h"
 #include "ledger/ledger.h"
-#include "ledger_helpers.h"
+#include "ledger_order_helpers.h"
 
 static PGconn *conn;
 
@@ -39,93 +39,6 @@ teardown(void)
 }
 
 TestSuite(ledger_order, .init = setup, .fini = teardown, .timeout = 120);
-
-/* Ordered events read back from the outbox, as the consumer hands them to the ledger. */
-struct ordered {
-    size_t count;
-    struct obx_ledger_event *events;
-    char (*ids)[37];
-    char (*aggs)[37];
-    char **envelopes;
-};
-
-/* Enqueues `per` events for each of `aggs` new aggregates; reads all back by aggregate, seq. */
-static struct ordered
-ordered_new(int aggs, int per)
-{
-    struct ordered o = {0};
-    char sql[512];
-    PGresult *res;
-
-    snprintf(sql, sizeof(sql),
-             "SELECT count(outbox.enqueue('order', a.id, 'changed', '{}')) "
-             "FROM (SELECT gen_random_uuid() AS id FROM generate_series(1, %d)) AS a, "
-             "generate_series(1, %d)",
-             aggs, per);
-    cr_assert_eq(harness_scalar_ll(conn, sql), (long long)aggs * per);
-    res = PQexec(conn, "SELECT id, aggregate_id, aggregate_seq, envelope::text FROM outbox.events "
-                       "WHERE aggregate_seq IS NOT NULL ORDER BY aggregate_id, aggregate_seq");
-    cr_assert_eq(PQresultStatus(res), PGRES_TUPLES_OK, "%s", PQerrorMessage(conn));
-    o.count = (size_t)PQntuples(res);
-    o.events = calloc(o.count + 1, sizeof(*o.events));
-    o.ids = calloc(o.count + 1, sizeof(*o.ids));
-    o.aggs = calloc(o.count + 1, sizeof(*o.aggs));
-    o.envelopes = calloc(o.count + 1, sizeof(*o.envelopes));
-    cr_assert(o.events && o.ids && o.aggs && o.envelopes);
-    for (size_t i = 0; i < o.count; i++) {
-        snprintf(o.ids[i], sizeof(o.ids[i]), "%s", PQgetvalue(res, (int)i, 0));
-        snprintf(o.aggs[i], sizeof(o.aggs[i]), "%s", PQgetvalue(res, (int)i, 1));
-        o.envelopes[i] = strdup(PQgetvalue(res, (int)i, 3));
-        o.events[i] = (struct obx_ledger_event){
-            .event_id = o.ids[i],
-            .envelope = o.envelopes[i],
-            .aggregate_seq = strtoll(PQgetvalue(res, (int)i, 2), NULL, 10),
-            .aggregate_type = "order",
-            .aggregate_id = o.aggs[i],
-            .message_id = o.ids[i],
-            .subject = "outbox.order.changed",
-        };
-    }
-    PQclear(res);
-    return o;
-}
-
-static void
-ordered_free(struct ordered *o)
-{
-    for (size_t i = 0; i < o->count; i++) {
-        free(o->envelopes[i]);
-    }
-    free(o->envelopes);
-    free(o->aggs);
-    free(o->ids);
-    free(o->events);
-    memset(o, 0, sizeof(*o));
-}
-
-/* The handler's order starts now, as a consumer's registration makes it. */
-static void
-register_handler(struct obx_ledger *ledger, const char *name)
-{
-    struct obx_ledger_binding b = {.name = name, .subject_filter = "outbox.>"};
-    struct obx_ledger_registration r = {
-        .consumer_group = "G", .backend = "db", .replica = "test", .bindings = &b, .count = 1};
-    outbox_error err;
-
-    LEDGER_OK(obx_ledger_register(ledger, &r, &err));
-}
-
-static long long
-progress(const char *handler, const char *agg)
-{
-    char sql[256];
-
-    snprintf(sql, sizeof(sql),
-             "SELECT coalesce(max(last_seq), -1) FROM outbox.handler_progress "
-             "WHERE handler = '%s' AND aggregate_id = '%s'",
-             handler, agg);
-    return harness_scalar_ll(conn, sql);
-}
 
 static long long
 parked(const char *handler, const char *event_id)
@@ -153,7 +66,7 @@ take_parked(struct obx_ledger *ledger, const char *handler, char first[37],
 Test(ledger_order, an_early_event_is_parked_and_runs_once_its_predecessor_is_done)
 {
     struct obx_ledger *ledger = helper_ledger_open("order-test");
-    struct ordered o;
+    struct helper_ordered o;
     struct obx_claim early, first, again;
     struct obx_parked_set set;
     char ready[37] = "";
@@ -161,8 +74,8 @@ Test(ledger_order, an_early_event_is_parked_and_runs_once_its_predecessor_is_don
     long long delays[1] = {-1};
     const struct obx_parked *rows[1];
 
-    register_handler(ledger, "audit");
-    o = ordered_new(1, 3);
+    helper_register_ordered(ledger, "audit");
+    o = helper_ordered_new(conn, 1, 3);
     early = helper_claim_one(ledger, "audit", &o.events[1], 30);
     cr_assert_eq(early.state, OBX_CLAIM_PARKED, "event 2 before event 1 must park, got %d",
                  early.state);
@@ -174,9 +87,10 @@ Test(ledger_order, an_early_event_is_parked_and_runs_once_its_predecessor_is_don
 
     first = helper_claim_one(ledger, "audit", &o.events[0], 30);
     cr_assert_eq(first.state, OBX_CLAIM_RUN);
-    cr_assert_eq(progress("audit", o.aggs[0]), 0, "claimed is not done");
+    cr_assert_eq(helper_progress(conn, "audit", o.aggs[0]), 0, "claimed is not done");
     cr_assert_eq(helper_mark_done(ledger, "audit", &o.events[0], &first, 1), 1);
-    cr_assert_eq(progress("audit", o.aggs[0]), 1, "the done mark moves the progress on");
+    cr_assert_eq(helper_progress(conn, "audit", o.aggs[0]), 1,
+                 "the done mark moves the progress on");
 
     cr_assert_eq(take_parked(ledger, "audit", ready, &set), 1);
     cr_assert_str_eq(ready, o.ids[1]);
@@ -188,9 +102,9 @@ Test(ledger_order, an_early_event_is_parked_and_runs_once_its_predecessor_is_don
     rows[0] = &set.rows[0];
     LEDGER_OK(obx_ledger_parked_settle(ledger, "audit", rows, delays, 1, 0, &err));
     cr_assert_eq(parked("audit", o.ids[1]), 0, "the ack removes the parked row");
-    cr_assert_eq(progress("audit", o.aggs[0]), 2);
+    cr_assert_eq(helper_progress(conn, "audit", o.aggs[0]), 2);
     obx_parked_set_fini(&set);
-    ordered_free(&o);
+    helper_ordered_free(&o);
     obx_ledger_close(ledger);
 }
 
@@ -202,12 +116,12 @@ Test(ledger_order, an_early_event_is_parked_and_runs_once_its_predecessor_is_don
 Test(ledger_order, a_transactional_batch_runs_a_gapless_run_in_one_transaction)
 {
     struct obx_ledger *ledger = helper_ledger_open("order-test");
-    struct ordered o;
+    struct helper_ordered o;
     struct obx_claim claims[3];
     outbox_error err;
 
-    register_handler(ledger, "audit");
-    o = ordered_new(1, 3);
+    helper_register_ordered(ledger, "audit");
+    o = helper_ordered_new(conn, 1, 3);
     LEDGER_OK(obx_ledger_begin(ledger, &err));
     LEDGER_OK(obx_ledger_claim_as_done(ledger, "audit", o.events, 3, 1000, claims, &err));
     for (int i = 0; i < 3; i++) {
@@ -215,15 +129,17 @@ Test(ledger_order, a_transactional_batch_runs_a_gapless_run_in_one_transaction)
                      claims[i].state);
     }
     obx_ledger_rollback(ledger);
-    cr_assert_eq(progress("audit", o.aggs[0]), -1, "rolled back with the claim: no progress");
+    cr_assert_eq(helper_progress(conn, "audit", o.aggs[0]), -1,
+                 "rolled back with the claim: no progress");
     cr_assert_eq(helper_count(conn, "processed_events", "true"), 0);
 
     LEDGER_OK(obx_ledger_begin(ledger, &err));
     LEDGER_OK(obx_ledger_claim_as_done(ledger, "audit", o.events, 3, 1000, claims, &err));
     LEDGER_OK(obx_ledger_commit(ledger, &err));
-    cr_assert_eq(progress("audit", o.aggs[0]), 3, "claimed as done: progress in the same commit");
+    cr_assert_eq(helper_progress(conn, "audit", o.aggs[0]), 3,
+                 "claimed as done: progress in the same commit");
     cr_assert_eq(helper_count(conn, "parked_events", "true"), 0);
-    ordered_free(&o);
+    helper_ordered_free(&o);
     obx_ledger_close(ledger);
 }
 
@@ -231,13 +147,13 @@ Test(ledger_order, a_transactional_batch_runs_a_gapless_run_in_one_transaction)
 Test(ledger_order, a_run_out_of_batch_order_runs_its_first_and_parks_the_rest)
 {
     struct obx_ledger *ledger = helper_ledger_open("order-test");
-    struct ordered o;
+    struct helper_ordered o;
     struct obx_ledger_event batch[3];
     struct obx_claim claims[3];
     outbox_error err;
 
-    register_handler(ledger, "audit");
-    o = ordered_new(1, 3);
+    helper_register_ordered(ledger, "audit");
+    o = helper_ordered_new(conn, 1, 3);
     batch[0] = o.events[1];
     batch[1] = o.events[0];
     batch[2] = o.events[2];
@@ -248,8 +164,8 @@ Test(ledger_order, a_run_out_of_batch_order_runs_its_first_and_parks_the_rest)
     cr_assert_eq(claims[1].state, OBX_CLAIM_RUN);
     cr_assert_eq(claims[2].state, OBX_CLAIM_PARKED, "3 follows a parked 2 (got %d)",
                  claims[2].state);
-    cr_assert_eq(progress("audit", o.aggs[0]), 1);
-    ordered_free(&o);
+    cr_assert_eq(helper_progress(conn, "audit", o.aggs[0]), 1);
+    helper_ordered_free(&o);
     obx_ledger_close(ledger);
 }
 
@@ -257,12 +173,12 @@ Test(ledger_order, a_run_out_of_batch_order_runs_its_first_and_parks_the_rest)
 Test(ledger_order, a_batch_claimed_for_separate_runs_runs_the_next_event_and_parks_the_rest)
 {
     struct obx_ledger *ledger = helper_ledger_open("order-test");
-    struct ordered o;
+    struct helper_ordered o;
     struct obx_claim claims[3];
     outbox_error err;
 
-    register_handler(ledger, "audit");
-    o = ordered_new(1, 3);
+    helper_register_ordered(ledger, "audit");
+    o = helper_ordered_new(conn, 1, 3);
     LEDGER_OK(obx_ledger_begin(ledger, &err));
     LEDGER_OK(obx_ledger_claim(ledger, "audit", o.events, 3, 30, 1000, claims, &err));
     LEDGER_OK(obx_ledger_commit(ledger, &err));
@@ -270,7 +186,7 @@ Test(ledger_order, a_batch_claimed_for_separate_runs_runs_the_next_event_and_par
     cr_assert_eq(claims[1].state, OBX_CLAIM_PARKED);
     cr_assert_eq(claims[2].state, OBX_CLAIM_PARKED);
     cr_assert_eq(helper_count(conn, "parked_events", "true"), 2);
-    ordered_free(&o);
+    helper_ordered_free(&o);
     obx_ledger_close(ledger);
 }
 
@@ -282,12 +198,12 @@ Test(ledger_order, followers_of_a_first_that_may_not_run_are_given_back_and_park
 {
     struct obx_ledger *ledger = helper_ledger_open("order-test");
     struct obx_ledger *other = helper_ledger_open("order-other");
-    struct ordered o;
+    struct helper_ordered o;
     struct obx_claim claims[3], held;
     outbox_error err;
 
-    register_handler(ledger, "audit");
-    o = ordered_new(1, 3);
+    helper_register_ordered(ledger, "audit");
+    o = helper_ordered_new(conn, 1, 3);
     held = helper_claim_one(other, "audit", &o.events[0], 30);
     cr_assert_eq(held.state, OBX_CLAIM_RUN);
     LEDGER_OK(obx_ledger_begin(ledger, &err));
@@ -299,8 +215,8 @@ Test(ledger_order, followers_of_a_first_that_may_not_run_are_given_back_and_park
     cr_assert_eq(helper_count(conn, "processed_events", "status = 'done'"), 0,
                  "no follower is left done");
     cr_assert_eq(helper_count(conn, "parked_events", "true"), 2);
-    cr_assert_eq(progress("audit", o.aggs[0]), 0);
-    ordered_free(&o);
+    cr_assert_eq(helper_progress(conn, "audit", o.aggs[0]), 0);
+    helper_ordered_free(&o);
     obx_ledger_close(other);
     obx_ledger_close(ledger);
 }
@@ -309,12 +225,12 @@ Test(ledger_order, the_claim_of_the_next_event_waits_for_the_batch_holding_its_p
 {
     struct obx_ledger *a = helper_ledger_open("order-a");
     struct obx_ledger *b = helper_ledger_open("order-b");
-    struct ordered o;
+    struct helper_ordered o;
     struct obx_claim first, second;
     outbox_error err;
 
-    register_handler(a, "audit");
-    o = ordered_new(1, 2);
+    helper_register_ordered(a, "audit");
+    o = helper_ordered_new(conn, 1, 2);
     LEDGER_OK(obx_ledger_begin(a, &err));
     LEDGER_OK(obx_ledger_claim_as_done(a, "audit", &o.events[0], 1, 1000, &first, &err));
     cr_assert_eq(first.state, OBX_CLAIM_RUN);
@@ -325,7 +241,7 @@ Test(ledger_order, the_claim_of_the_next_event_waits_for_the_batch_holding_its_p
     LEDGER_OK(obx_ledger_commit(a, &err));
     second = helper_claim_one(b, "audit", &o.events[1], 30);
     cr_assert_eq(second.state, OBX_CLAIM_RUN, "once 1 is committed done, 2 runs");
-    ordered_free(&o);
+    helper_ordered_free(&o);
     obx_ledger_close(b);
     obx_ledger_close(a);
 }
@@ -341,13 +257,13 @@ Test(ledger_order, the_claim_of_the_next_event_waits_for_a_batch_that_only_locke
 {
     struct obx_ledger *a = helper_ledger_open("order-a");
     struct obx_ledger *b = helper_ledger_open("order-b");
-    struct ordered o;
+    struct helper_ordered o;
     struct obx_claim first, second;
     size_t marked = 0;
     outbox_error err;
 
-    register_handler(a, "audit");
-    o = ordered_new(1, 3);
+    helper_register_ordered(a, "audit");
+    o = helper_ordered_new(conn, 1, 3);
     /* Event 1 done: the progress row exists, committed (no insert to wait on). */
     first = helper_claim_one(a, "audit", &o.events[0], 30);
     cr_assert_eq(helper_mark_done(a, "audit", &o.events[0], &first, 1), 1);
@@ -361,7 +277,7 @@ Test(ledger_order, the_claim_of_the_next_event_waits_for_a_batch_that_only_locke
     LEDGER_OK(obx_ledger_commit(a, &err));
     second = helper_claim_one(b, "audit", &o.events[2], 30);
     cr_assert_eq(second.state, OBX_CLAIM_RUN);
-    ordered_free(&o);
+    helper_ordered_free(&o);
     obx_ledger_close(b);
     obx_ledger_close(a);
 }
@@ -370,13 +286,13 @@ Test(ledger_order, a_park_committed_before_the_done_mark_is_ready_for_the_sweep_
 {
     struct obx_ledger *a = helper_ledger_open("order-a");
     struct obx_ledger *b = helper_ledger_open("order-b");
-    struct ordered o;
+    struct helper_ordered o;
     struct obx_claim first, second;
     struct obx_parked_set set;
     char ready[37] = "";
 
-    register_handler(a, "audit");
-    o = ordered_new(1, 2);
+    helper_register_ordered(a, "audit");
+    o = helper_ordered_new(conn, 1, 2);
     first = helper_claim_one(a, "audit", &o.events[0], 30); /* external: committed at once */
     cr_assert_eq(first.state, OBX_CLAIM_RUN);
     second = helper_claim_one(b, "audit", &o.events[1], 30);
@@ -385,7 +301,7 @@ Test(ledger_order, a_park_committed_before_the_done_mark_is_ready_for_the_sweep_
     cr_assert_eq(take_parked(a, "audit", ready, &set), 1, "the finisher's sweep finds it");
     cr_assert_str_eq(ready, o.ids[1]);
     obx_parked_set_fini(&set);
-    ordered_free(&o);
+    helper_ordered_free(&o);
     obx_ledger_close(b);
     obx_ledger_close(a);
 }
@@ -393,13 +309,13 @@ Test(ledger_order, a_park_committed_before_the_done_mark_is_ready_for_the_sweep_
 Test(ledger_order, a_skipped_gap_is_gone_past)
 {
     struct obx_ledger *ledger = helper_ledger_open("order-test");
-    struct ordered o;
+    struct helper_ordered o;
     struct obx_claim c;
     struct obx_parked_set set;
     char sql[512], ready[37] = "";
 
-    register_handler(ledger, "audit");
-    o = ordered_new(1, 4);
+    helper_register_ordered(ledger, "audit");
+    o = helper_ordered_new(conn, 1, 4);
     c = helper_claim_one(ledger, "audit", &o.events[0], 30);
     cr_assert_eq(helper_mark_done(ledger, "audit", &o.events[0], &c, 1), 1);
     cr_assert_eq(helper_claim_one(ledger, "audit", &o.events[3], 30).state, OBX_CLAIM_PARKED);
@@ -414,24 +330,24 @@ Test(ledger_order, a_skipped_gap_is_gone_past)
     c = helper_claim_one(ledger, "audit", &o.events[2], 30);
     cr_assert_eq(c.state, OBX_CLAIM_RUN, "2 is skipped: 3 runs after 1 (got %d)", c.state);
     cr_assert_eq(helper_mark_done(ledger, "audit", &o.events[2], &c, 1), 1);
-    cr_assert_eq(progress("audit", o.aggs[0]), 3);
+    cr_assert_eq(helper_progress(conn, "audit", o.aggs[0]), 3);
     /* 3 is done: the parked 4 is ready for a sweep. */
     cr_assert_eq(take_parked(ledger, "audit", ready, &set), 1);
     cr_assert_str_eq(ready, o.ids[3]);
     obx_parked_set_fini(&set);
-    ordered_free(&o);
+    helper_ordered_free(&o);
     obx_ledger_close(ledger);
 }
 
 Test(ledger_order, two_skipped_numbers_in_a_row_are_gone_past)
 {
     struct obx_ledger *ledger = helper_ledger_open("order-test");
-    struct ordered o;
+    struct helper_ordered o;
     struct obx_claim c;
     char sql[512];
 
-    register_handler(ledger, "audit");
-    o = ordered_new(1, 4);
+    helper_register_ordered(ledger, "audit");
+    o = helper_ordered_new(conn, 1, 4);
     c = helper_claim_one(ledger, "audit", &o.events[0], 30);
     cr_assert_eq(helper_mark_done(ledger, "audit", &o.events[0], &c, 1), 1);
     snprintf(sql, sizeof(sql),
@@ -441,20 +357,22 @@ Test(ledger_order, two_skipped_numbers_in_a_row_are_gone_past)
     harness_exec(conn, sql);
     c = helper_claim_one(ledger, "audit", &o.events[3], 30);
     cr_assert_eq(c.state, OBX_CLAIM_RUN, "2 and 3 skipped: 4 runs after 1 (got %d)", c.state);
-    ordered_free(&o);
+    helper_ordered_free(&o);
     obx_ledger_close(ledger);
 }
 
 Test(ledger_order, a_handler_registered_after_an_aggregate_had_events_runs_its_next_at_once)
 {
     struct obx_ledger *ledger = helper_ledger_open("order-test");
-    struct ordered o = ordered_new(1, 3); /* written, and published, before the handler existed */
+    struct helper_ordered o =
+        helper_ordered_new(conn, 1, 3); /* written, and published, before the handler existed */
     struct obx_claim c;
     char sql[256];
 
     harness_exec(conn, "UPDATE outbox.events SET status = 'done', published_at = now()");
-    register_handler(ledger, "late");
-    cr_assert_eq(progress("late", o.aggs[0]), 3, "its order starts after what was written");
+    helper_register_ordered(ledger, "late");
+    cr_assert_eq(helper_progress(conn, "late", o.aggs[0]), 3,
+                 "its order starts after what was written");
     c = helper_claim_one(ledger, "late", &o.events[2], 30);
     cr_assert_eq(c.state, OBX_CLAIM_RUN, "event 3 must not wait for 1 and 2 (got %d)", c.state);
     cr_assert_eq(helper_mark_done(ledger, "late", &o.events[2], &c, 1), 1);
@@ -466,30 +384,30 @@ Test(ledger_order, a_handler_registered_after_an_aggregate_had_events_runs_its_n
              "FROM generate_series(1, 2)",
              o.aggs[0]);
     cr_assert_eq(harness_scalar_ll(conn, sql), 2);
-    ordered_free(&o);
-    o = ordered_new(0, 0);
+    helper_ordered_free(&o);
+    o = helper_ordered_new(conn, 0, 0);
     cr_assert_eq(o.count, 5);
     cr_assert_eq(helper_claim_one(ledger, "late", &o.events[4], 30).state, OBX_CLAIM_PARKED,
                  "5 waits for 4");
     cr_assert_eq(helper_claim_one(ledger, "late", &o.events[3], 30).state, OBX_CLAIM_RUN);
     /* Registering again changes nothing: the baseline is taken once. */
-    register_handler(ledger, "late");
-    cr_assert_eq(progress("late", o.aggs[0]), 3);
-    ordered_free(&o);
+    helper_register_ordered(ledger, "late");
+    cr_assert_eq(helper_progress(conn, "late", o.aggs[0]), 3);
+    helper_ordered_free(&o);
     obx_ledger_close(ledger);
 }
 
 Test(ledger_order, a_handler_never_registered_takes_its_baseline_at_its_first_ordered_claim)
 {
     struct obx_ledger *ledger = helper_ledger_open("order-test");
-    struct ordered o = ordered_new(1, 2);
+    struct helper_ordered o = helper_ordered_new(conn, 1, 2);
     struct obx_claim c;
 
     harness_exec(conn, "UPDATE outbox.events SET status = 'done', published_at = now()");
     c = helper_claim_one(ledger, "unregistered", &o.events[1], 30);
     cr_assert_eq(c.state, OBX_CLAIM_RUN, "not parked for ever (got %d)", c.state);
     cr_assert_eq(helper_count(conn, "handler_baselines", "handler = 'unregistered'"), 1);
-    ordered_free(&o);
+    helper_ordered_free(&o);
     obx_ledger_close(ledger);
 }
 
@@ -501,7 +419,7 @@ Test(ledger_order, a_handler_never_registered_takes_its_baseline_at_its_first_or
 Test(ledger_order, a_handler_starting_while_events_wait_in_the_outbox_waits_for_them)
 {
     struct obx_ledger *ledger = helper_ledger_open("order-test");
-    struct ordered o = ordered_new(1, 4);
+    struct helper_ordered o = helper_ordered_new(conn, 1, 4);
     struct obx_claim c;
     char sql[256];
 
@@ -512,11 +430,12 @@ Test(ledger_order, a_handler_starting_while_events_wait_in_the_outbox_waits_for_
     snprintf(sql, sizeof(sql), "UPDATE outbox.events SET status = 'dead' WHERE id = '%s'",
              o.ids[1]);
     harness_exec(conn, sql);
-    register_handler(ledger, "late");
-    cr_assert_eq(progress("late", o.aggs[0]), 1, "its order starts before the dead head");
+    helper_register_ordered(ledger, "late");
+    cr_assert_eq(helper_progress(conn, "late", o.aggs[0]), 1,
+                 "its order starts before the dead head");
     c = helper_claim_one(ledger, "late", &o.events[2], 30);
     cr_assert_eq(c.state, OBX_CLAIM_PARKED, "3 waits for the dead 2 (got %d)", c.state);
-    ordered_free(&o);
+    helper_ordered_free(&o);
     obx_ledger_close(ledger);
 }
 
@@ -548,14 +467,14 @@ Test(ledger_order, unordered_events_take_the_plain_claim_and_done_mark)
 Test(ledger_order, retention_keeps_the_progress_and_takes_a_parked_copy_only_with_its_done_row)
 {
     struct obx_ledger *ledger = helper_ledger_open("order-test");
-    struct ordered o;
+    struct helper_ordered o;
     struct obx_claim c;
     struct obx_prune_cursor cursor = {{0}};
     size_t deleted = 0;
     outbox_error err;
 
-    register_handler(ledger, "audit");
-    o = ordered_new(1, 3);
+    helper_register_ordered(ledger, "audit");
+    o = helper_ordered_new(conn, 1, 3);
     cr_assert_eq(helper_claim_one(ledger, "audit", &o.events[1], 30).state, OBX_CLAIM_PARKED);
     cr_assert_eq(helper_claim_one(ledger, "audit", &o.events[2], 30).state, OBX_CLAIM_PARKED);
     c = helper_claim_one(ledger, "audit", &o.events[0], 30);
@@ -571,8 +490,9 @@ Test(ledger_order, retention_keeps_the_progress_and_takes_a_parked_copy_only_wit
     cr_assert_eq(deleted, 2);
     cr_assert_eq(parked("audit", o.ids[1]), 0, "the done event's parked copy goes with its row");
     cr_assert_eq(parked("audit", o.ids[2]), 1, "a parked event not yet run stays");
-    cr_assert_eq(progress("audit", o.aggs[0]), 2, "the progress is the order's memory: kept");
-    ordered_free(&o);
+    cr_assert_eq(helper_progress(conn, "audit", o.aggs[0]), 2,
+                 "the progress is the order's memory: kept");
+    helper_ordered_free(&o);
     obx_ledger_close(ledger);
 }
 
@@ -585,7 +505,7 @@ Test(ledger_order, retention_keeps_the_progress_and_takes_a_parked_copy_only_wit
 enum { RACE_AGGS = 20, RACE_PER = 15 };
 
 struct race {
-    struct ordered *o;
+    struct helper_ordered *o;
     size_t *order;
     atomic_size_t next;
     atomic_long effects;
@@ -704,15 +624,15 @@ race_replica(void *arg)
 Test(ledger_order, two_ledgers_racing_over_shuffled_deliveries_run_every_aggregate_in_order)
 {
     struct obx_ledger *ledger = helper_ledger_open("order-test");
-    struct ordered o;
+    struct helper_ordered o;
     struct race r = {0};
     pthread_t t[2];
     unsigned int seed = 42;
 
     harness_exec(conn, "CREATE TABLE public.effects (n bigserial PRIMARY KEY, aggregate_id uuid, "
                        "seq bigint)");
-    register_handler(ledger, "race");
-    o = ordered_new(RACE_AGGS, RACE_PER);
+    helper_register_ordered(ledger, "race");
+    o = helper_ordered_new(conn, RACE_AGGS, RACE_PER);
     r.o = &o;
     r.order = calloc(o.count, sizeof(*r.order));
     for (size_t i = 0; i < o.count; i++) {
@@ -740,6 +660,6 @@ Test(ledger_order, two_ledgers_racing_over_shuffled_deliveries_run_every_aggrega
                  0, "each aggregate's effects in seq order");
     cr_assert_eq(helper_count(conn, "parked_events", "true"), 0);
     free(r.order);
-    ordered_free(&o);
+    helper_ordered_free(&o);
     obx_ledger_close(ledger);
 }

@@ -18,7 +18,7 @@
 
 #include "harness.h"
 #include "ledger/ledger.h"
-#include "ledger_helpers.h"
+#include "ledger_order_helpers.h"
 
 static PGconn *conn;
 
@@ -38,94 +38,9 @@ teardown(void)
 
 TestSuite(ledger_order_batch, .init = setup, .fini = teardown, .timeout = 180);
 
-/* Ordered events of `aggs` new aggregates, `per` each, by aggregate then number. */
-struct ordered {
-    size_t count;
-    struct obx_ledger_event *events;
-    char (*ids)[37];
-    char (*aggs)[37];
-    char **envelopes;
-};
-
-static struct ordered
-ordered_new(int aggs, int per)
-{
-    struct ordered o = {0};
-    char sql[512];
-    PGresult *res;
-
-    snprintf(sql, sizeof(sql),
-             "SELECT count(outbox.enqueue('order', a.id, 'changed', '{}')) "
-             "FROM (SELECT gen_random_uuid() AS id FROM generate_series(1, %d)) AS a, "
-             "generate_series(1, %d)",
-             aggs, per);
-    cr_assert_eq(harness_scalar_ll(conn, sql), (long long)aggs * per);
-    res = PQexec(conn, "SELECT id, aggregate_id, aggregate_seq, envelope::text FROM outbox.events "
-                       "WHERE aggregate_seq IS NOT NULL ORDER BY aggregate_id, aggregate_seq");
-    cr_assert_eq(PQresultStatus(res), PGRES_TUPLES_OK, "%s", PQerrorMessage(conn));
-    o.count = (size_t)PQntuples(res);
-    o.events = calloc(o.count + 1, sizeof(*o.events));
-    o.ids = calloc(o.count + 1, sizeof(*o.ids));
-    o.aggs = calloc(o.count + 1, sizeof(*o.aggs));
-    o.envelopes = calloc(o.count + 1, sizeof(*o.envelopes));
-    cr_assert(o.events && o.ids && o.aggs && o.envelopes);
-    for (size_t i = 0; i < o.count; i++) {
-        snprintf(o.ids[i], sizeof(o.ids[i]), "%s", PQgetvalue(res, (int)i, 0));
-        snprintf(o.aggs[i], sizeof(o.aggs[i]), "%s", PQgetvalue(res, (int)i, 1));
-        o.envelopes[i] = strdup(PQgetvalue(res, (int)i, 3));
-        o.events[i] = (struct obx_ledger_event){
-            .event_id = o.ids[i],
-            .envelope = o.envelopes[i],
-            .aggregate_seq = strtoll(PQgetvalue(res, (int)i, 2), NULL, 10),
-            .aggregate_type = "order",
-            .aggregate_id = o.aggs[i],
-            .message_id = o.ids[i],
-            .subject = "outbox.order.changed",
-        };
-    }
-    PQclear(res);
-    return o;
-}
-
-static void
-ordered_free(struct ordered *o)
-{
-    for (size_t i = 0; i < o->count; i++) {
-        free(o->envelopes[i]);
-    }
-    free(o->envelopes);
-    free(o->aggs);
-    free(o->ids);
-    free(o->events);
-    memset(o, 0, sizeof(*o));
-}
-
-static void
-register_handler(struct obx_ledger *ledger, const char *name)
-{
-    struct obx_ledger_binding b = {.name = name, .subject_filter = "outbox.>"};
-    struct obx_ledger_registration r = {
-        .consumer_group = "G", .backend = "db", .replica = "test", .bindings = &b, .count = 1};
-    outbox_error err;
-
-    LEDGER_OK(obx_ledger_register(ledger, &r, &err));
-}
-
-static long long
-progress(const char *handler, const char *agg)
-{
-    char sql[256];
-
-    snprintf(sql, sizeof(sql),
-             "SELECT coalesce(max(last_seq), -1) FROM outbox.handler_progress "
-             "WHERE handler = '%s' AND aggregate_id = '%s'",
-             handler, agg);
-    return harness_scalar_ll(conn, sql);
-}
-
 /* Records number `seq` of `agg` as skipped for every handler (as `outboxctl dead skip`). */
 static void
-skip(const struct ordered *o, size_t event)
+skip(const struct helper_ordered *o, size_t event)
 {
     char sql[512];
 
@@ -156,12 +71,12 @@ claim_batch(struct obx_ledger *ledger, const struct obx_ledger_event *batch, siz
 Test(ledger_order_batch, a_run_stops_at_a_gap_no_skip_closes)
 {
     struct obx_ledger *ledger = helper_ledger_open("order-batch");
-    struct ordered o;
+    struct helper_ordered o;
     struct obx_ledger_event batch[5];
     struct obx_claim claims[5];
 
-    register_handler(ledger, "audit");
-    o = ordered_new(2, 4);
+    helper_register_ordered(ledger, "audit");
+    o = helper_ordered_new(conn, 2, 4);
     batch[0] = o.events[0];
     batch[1] = o.events[4];
     batch[2] = o.events[1];
@@ -173,11 +88,11 @@ Test(ledger_order_batch, a_run_stops_at_a_gap_no_skip_closes)
     }
     cr_assert_eq(claims[4].state, OBX_CLAIM_PARKED, "4 after 2 with 3 not done (got %d)",
                  claims[4].state);
-    cr_assert_eq(progress("audit", o.aggs[0]), 2);
-    cr_assert_eq(progress("audit", o.aggs[4]), 2);
+    cr_assert_eq(helper_progress(conn, "audit", o.aggs[0]), 2);
+    cr_assert_eq(helper_progress(conn, "audit", o.aggs[4]), 2);
     cr_assert_eq(helper_count(conn, "processed_events", "true"), 4, "the parked 4 is not claimed");
     cr_assert_eq(helper_count(conn, "parked_events", "true"), 1);
-    ordered_free(&o);
+    helper_ordered_free(&o);
     obx_ledger_close(ledger);
 }
 
@@ -185,12 +100,12 @@ Test(ledger_order_batch, a_run_stops_at_a_gap_no_skip_closes)
 Test(ledger_order_batch, a_run_goes_past_a_skipped_number)
 {
     struct obx_ledger *ledger = helper_ledger_open("order-batch");
-    struct ordered o;
+    struct helper_ordered o;
     struct obx_ledger_event batch[5];
     struct obx_claim claims[5];
 
-    register_handler(ledger, "audit");
-    o = ordered_new(2, 4);
+    helper_register_ordered(ledger, "audit");
+    o = helper_ordered_new(conn, 2, 4);
     skip(&o, 2);
     batch[0] = o.events[0];
     batch[1] = o.events[4];
@@ -201,10 +116,10 @@ Test(ledger_order_batch, a_run_goes_past_a_skipped_number)
     for (int i = 0; i < 5; i++) {
         cr_assert_eq(claims[i].state, OBX_CLAIM_RUN, "batch[%d] (got %d)", i, claims[i].state);
     }
-    cr_assert_eq(progress("audit", o.aggs[0]), 4, "3 is skipped: the run ends at 4");
-    cr_assert_eq(progress("audit", o.aggs[4]), 2);
+    cr_assert_eq(helper_progress(conn, "audit", o.aggs[0]), 4, "3 is skipped: the run ends at 4");
+    cr_assert_eq(helper_progress(conn, "audit", o.aggs[4]), 2);
     cr_assert_eq(helper_count(conn, "parked_events", "true"), 0);
-    ordered_free(&o);
+    helper_ordered_free(&o);
     obx_ledger_close(ledger);
 }
 
@@ -212,12 +127,12 @@ Test(ledger_order_batch, a_run_goes_past_a_skipped_number)
 Test(ledger_order_batch, a_run_starts_after_a_skipped_head_and_only_there)
 {
     struct obx_ledger *ledger = helper_ledger_open("order-batch");
-    struct ordered o;
+    struct helper_ordered o;
     struct obx_ledger_event batch[4];
     struct obx_claim claims[4];
 
-    register_handler(ledger, "audit");
-    o = ordered_new(2, 3);
+    helper_register_ordered(ledger, "audit");
+    o = helper_ordered_new(conn, 2, 3);
     skip(&o, 0);
     batch[0] = o.events[1];
     batch[1] = o.events[4];
@@ -229,9 +144,9 @@ Test(ledger_order_batch, a_run_starts_after_a_skipped_head_and_only_there)
     cr_assert_eq(claims[2].state, OBX_CLAIM_RUN, "3 follows 2 (got %d)", claims[2].state);
     cr_assert_eq(claims[1].state, OBX_CLAIM_PARKED, "B's 1 is not done (got %d)", claims[1].state);
     cr_assert_eq(claims[3].state, OBX_CLAIM_PARKED, "got %d", claims[3].state);
-    cr_assert_eq(progress("audit", o.aggs[0]), 3);
-    cr_assert_eq(progress("audit", o.aggs[3]), 0);
-    ordered_free(&o);
+    cr_assert_eq(helper_progress(conn, "audit", o.aggs[0]), 3);
+    cr_assert_eq(helper_progress(conn, "audit", o.aggs[3]), 0);
+    helper_ordered_free(&o);
     obx_ledger_close(ledger);
 }
 
@@ -239,19 +154,19 @@ Test(ledger_order_batch, a_run_starts_after_a_skipped_head_and_only_there)
 Test(ledger_order_batch, a_redelivered_event_below_the_progress_leaves_the_run_to_the_next)
 {
     struct obx_ledger *ledger = helper_ledger_open("order-batch");
-    struct ordered o;
+    struct helper_ordered o;
     struct obx_claim claims[3];
 
-    register_handler(ledger, "audit");
-    o = ordered_new(1, 4);
+    helper_register_ordered(ledger, "audit");
+    o = helper_ordered_new(conn, 1, 4);
     claim_batch(ledger, o.events, 2, claims);
-    cr_assert_eq(progress("audit", o.aggs[0]), 2);
+    cr_assert_eq(helper_progress(conn, "audit", o.aggs[0]), 2);
     claim_batch(ledger, &o.events[1], 3, claims);
     cr_assert_eq(claims[0].state, OBX_CLAIM_DONE, "2 is done already (got %d)", claims[0].state);
     cr_assert_eq(claims[1].state, OBX_CLAIM_RUN, "got %d", claims[1].state);
     cr_assert_eq(claims[2].state, OBX_CLAIM_RUN, "got %d", claims[2].state);
-    cr_assert_eq(progress("audit", o.aggs[0]), 4);
-    ordered_free(&o);
+    cr_assert_eq(helper_progress(conn, "audit", o.aggs[0]), 4);
+    helper_ordered_free(&o);
     obx_ledger_close(ledger);
 }
 
@@ -268,7 +183,7 @@ Test(ledger_order_batch, a_redelivered_event_below_the_progress_leaves_the_run_t
 enum { RACE_AGGS = 12, RACE_PER = 20, RACE_BATCH = 7 };
 
 struct race {
-    struct ordered *o;
+    struct helper_ordered *o;
     size_t *order;
     atomic_size_t next;
     atomic_int failures; /* a replica thread counts what went wrong; the test asserts it */
@@ -435,15 +350,15 @@ race_replica(void *arg)
 Test(ledger_order_batch, two_replicas_racing_over_shuffled_batches_run_every_aggregate_in_order)
 {
     struct obx_ledger *ledger = helper_ledger_open("order-batch");
-    struct ordered o;
+    struct helper_ordered o;
     struct race r = {0};
     pthread_t t[2];
     unsigned int seed = 7;
 
     harness_exec(conn, "CREATE TABLE public.effects (n bigserial PRIMARY KEY, aggregate_id uuid, "
                        "seq bigint)");
-    register_handler(ledger, "race");
-    o = ordered_new(RACE_AGGS, RACE_PER);
+    helper_register_ordered(ledger, "race");
+    o = helper_ordered_new(conn, RACE_AGGS, RACE_PER);
     r.o = &o;
     r.order = calloc(o.count, sizeof(*r.order));
     cr_assert(r.order != NULL);
@@ -477,6 +392,6 @@ Test(ledger_order_batch, two_replicas_racing_over_shuffled_batches_run_every_agg
                  0, "each aggregate's effects in number order");
     cr_assert_eq(helper_count(conn, "parked_events", "true"), 0);
     free(r.order);
-    ordered_free(&o);
+    helper_ordered_free(&o);
     obx_ledger_close(ledger);
 }
