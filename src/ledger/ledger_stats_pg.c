@@ -38,6 +38,17 @@ names_array(const char *const *names, size_t count, struct obx_buf *list)
     return 0;
 }
 
+/* A gauges row of ledger_handler_gauges.sql or ledger_other_handler_gauges.sql: name, dead
+ * letters, parked events, oldest parked age. */
+static struct obx_handler_gauges
+gauges_of_row(const PGresult *res, int r)
+{
+    return (struct obx_handler_gauges){.dead_letters = strtoll(PQgetvalue(res, r, 1), NULL, 10),
+                                       .parked = strtoll(PQgetvalue(res, r, 2), NULL, 10),
+                                       .oldest_parked_seconds =
+                                           strtoll(PQgetvalue(res, r, 3), NULL, 10)};
+}
+
 outbox_status
 obx_ledger_handler_gauges(struct obx_ledger *ledger, const char *const *names, size_t count,
                           struct obx_handler_gauges *out, outbox_error *err)
@@ -62,10 +73,7 @@ obx_ledger_handler_gauges(struct obx_ledger *ledger, const char *const *names, s
     for (int r = 0; status == OUTBOX_OK && r < PQntuples(res); r++) {
         for (size_t i = 0; i < count; i++) {
             if (strcmp(PQgetvalue(res, r, 0), names[i]) == 0) {
-                out[i] = (struct obx_handler_gauges){
-                    .dead_letters = strtoll(PQgetvalue(res, r, 1), NULL, 10),
-                    .parked = strtoll(PQgetvalue(res, r, 2), NULL, 10),
-                    .oldest_parked_seconds = strtoll(PQgetvalue(res, r, 3), NULL, 10)};
+                out[i] = gauges_of_row(res, r);
             }
         }
     }
@@ -99,10 +107,7 @@ obx_ledger_other_handler_gauges(struct obx_ledger *ledger, const char *const *na
         struct obx_other_handler_gauges *o = &out[(*n)++];
 
         snprintf(o->name, sizeof(o->name), "%s", PQgetvalue(res, r, 0));
-        o->gauges = (struct obx_handler_gauges){
-            .dead_letters = strtoll(PQgetvalue(res, r, 1), NULL, 10),
-            .parked = strtoll(PQgetvalue(res, r, 2), NULL, 10),
-            .oldest_parked_seconds = strtoll(PQgetvalue(res, r, 3), NULL, 10)};
+        o->gauges = gauges_of_row(res, r);
     }
     PQclear(res);
     obx_buf_fini(&list);
