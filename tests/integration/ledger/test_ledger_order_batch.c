@@ -395,3 +395,125 @@ Test(ledger_order_batch, two_replicas_racing_over_shuffled_batches_run_every_agg
     helper_ordered_free(&o);
     obx_ledger_close(ledger);
 }
+
+/*
+ * A batch claimed as done reads its progress rows without their locks and
+ * moves each on in one write that checks the number read, or makes a
+ * missing one (migration 0021). Here another transaction runs the batch's
+ * first event between that read and that write: the write must find the
+ * row moved (or made), and the batch be decided again under the locks (the
+ * first done already, the second runs). Written on what was read, the
+ * progress would go back to the number read and the second be parked for
+ * good.
+ */
+struct held_claim {
+    struct obx_ledger *ledger;
+    const struct obx_ledger_event *batch;
+    struct obx_claim claims[2];
+    outbox_status status;
+};
+
+static void *
+claim_two_as_done(void *arg)
+{
+    struct held_claim *h = arg;
+    outbox_error err;
+
+    h->status = obx_ledger_begin(h->ledger, &err);
+    if (h->status == OUTBOX_OK) {
+        h->status =
+            obx_ledger_claim_as_done(h->ledger, "audit", h->batch, 2, 1000, h->claims, &err);
+    }
+    if (h->status == OUTBOX_OK) {
+        h->status = obx_ledger_commit(h->ledger, &err);
+    }
+    return NULL;
+}
+
+static long long
+claims_waiting_on_a_lock(void)
+{
+    return harness_scalar_ll(conn, "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type "
+                                   "= 'Lock' AND query LIKE '%ledger_claim_ordered%'");
+}
+
+/* `done_before` events of a new aggregate done first; the race is over the next two. */
+static void
+race_read_and_write(int done_before)
+{
+    struct obx_ledger *first = helper_ledger_open("order-batch-first");
+    struct obx_ledger *second = helper_ledger_open("order-batch-second");
+    struct helper_ordered o;
+    struct obx_claim one;
+    struct held_claim h = {.ledger = second};
+    outbox_error err;
+    pthread_t thread;
+
+    helper_register_ordered(first, "audit");
+    o = helper_ordered_new(conn, 1, done_before + 2);
+    if (done_before > 0) {
+        struct obx_claim before[8];
+
+        cr_assert_leq(done_before, 8);
+        claim_batch(first, o.events, (size_t)done_before, before);
+    }
+    h.batch = &o.events[done_before];
+    /* The first replica runs the next event and holds its transaction open. */
+    LEDGER_OK(obx_ledger_begin(first, &err));
+    LEDGER_OK(obx_ledger_claim_as_done(first, "audit", h.batch, 1, 1000, &one, &err));
+    cr_assert_eq(one.state, OBX_CLAIM_RUN);
+    /* The second reads the progress as it was, finds both next, and waits to write it. */
+    cr_assert_eq(pthread_create(&thread, NULL, claim_two_as_done, &h), 0);
+    for (int i = 0; i < 500 && claims_waiting_on_a_lock() == 0; i++) {
+        harness_sleep_ms(10);
+    }
+    cr_assert_eq(claims_waiting_on_a_lock(), 1, "the second claim waits on the progress row");
+    LEDGER_OK(obx_ledger_commit(first, &err));
+    cr_assert_eq(pthread_join(thread, NULL), 0);
+    cr_assert_eq(h.status, OUTBOX_OK);
+    cr_assert_eq(h.claims[0].state, OBX_CLAIM_DONE, "the first replica ran it (got %d)",
+                 h.claims[0].state);
+    cr_assert_eq(h.claims[1].state, OBX_CLAIM_RUN, "next (got %d)", h.claims[1].state);
+    cr_assert_eq(helper_progress(conn, "audit", o.aggs[0]), done_before + 2);
+    helper_ordered_free(&o);
+    obx_ledger_close(second);
+    obx_ledger_close(first);
+}
+
+Test(ledger_order_batch, a_progress_row_moved_after_it_was_read_is_decided_again_under_its_lock)
+{
+    race_read_and_write(1);
+}
+
+Test(ledger_order_batch, a_progress_row_made_after_it_was_missing_is_decided_again_under_its_lock)
+{
+    race_read_and_write(0);
+}
+
+/*
+ * The one write moves the progress to the end of the run before the claim;
+ * should the run's first event not run after all (it failed and its retry
+ * is not due), the progress goes back to where it was, in the same
+ * transaction, and the follower is parked.
+ */
+Test(ledger_order_batch, a_run_whose_first_event_backs_off_leaves_the_progress_where_it_was)
+{
+    struct obx_ledger *ledger = helper_ledger_open("order-batch");
+    struct helper_ordered o;
+    struct obx_claim claims[2];
+    char sql[4096];
+
+    helper_register_ordered(ledger, "audit");
+    o = helper_ordered_new(conn, 1, 2);
+    snprintf(sql, sizeof(sql),
+             "SELECT count(*) FROM outbox.fail('%s', 'audit', outbox.claim('%s', 'audit', 30, "
+             "$e$%s$e$), 'smtp 451', $e$%s$e$, 10, 60000, 60000) WHERE outcome = 'retry'",
+             o.ids[0], o.ids[0], o.envelopes[0], o.envelopes[0]);
+    cr_assert_eq(harness_scalar_ll(conn, sql), 1, "event 1 failed, its retry a minute away");
+    claim_batch(ledger, o.events, 2, claims);
+    cr_assert_eq(claims[0].state, OBX_CLAIM_BACKOFF, "got %d", claims[0].state);
+    cr_assert_eq(claims[1].state, OBX_CLAIM_PARKED, "got %d", claims[1].state);
+    cr_assert_leq(helper_progress(conn, "audit", o.aggs[0]), 0);
+    helper_ordered_free(&o);
+    obx_ledger_close(ledger);
+}
