@@ -1,9 +1,14 @@
 -- wake_successors: after a batch's publish, lease the rows that waited for
--- these heads to the relay that published them (migration 0016).
+-- these heads to the relay that published them (migration 0016), or only
+-- make them due (receive(), migration 0022).
 -- $1: aggregate types (text[]); $2: aggregate ids (uuid[]); $3: the numbers
 -- just published (bigint[]), one element per published ordered row; $4: how
 -- many numbers after the last published to wake (the relay's batch); $5:
--- lease seconds; $6: max lease expiries (>= 1).
+-- lease seconds; $6: max lease expiries (>= 1); $7: lease (boolean): true
+-- leases the runs to the caller as below; false leases nothing and makes
+-- every waiting row it wakes due now, for the next lease of whoever claims
+-- (receive() hands out only what it claimed in the ledger, so a lease of its
+-- own would have to be given back, a second write per row).
 -- Of the next $4 numbers of each aggregate that wait for their head, the
 -- run that follows the published number without a gap is leased at once,
 -- under one fresh token, and returned in lease_batch.sql's columns: the
@@ -56,10 +61,12 @@ WITH published AS MATERIALIZED (
       FROM waiting
     WINDOW w AS (PARTITION BY aggregate_type, aggregate_id ORDER BY aggregate_seq)
 ), capped AS MATERIALIZED (
-    -- At most a batch leased in all (a run's prefix is still in order).
+    -- At most a batch leased in all (a run's prefix is still in order), and
+    -- none unless the caller leases.
     SELECT id, step,
-           in_run AND sum(in_run::integer) OVER (ORDER BY aggregate_type, aggregate_id,
-                                                 aggregate_seq) <= $4::bigint AS in_run
+           in_run AND $7::boolean
+           AND sum(in_run::integer) OVER (ORDER BY aggregate_type, aggregate_id,
+                                          aggregate_seq) <= $4::bigint AS in_run
       FROM runs
 ), batch AS MATERIALIZED (
     SELECT gen_random_uuid() AS token

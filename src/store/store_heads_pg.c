@@ -87,7 +87,7 @@ obx_store_wake_successors(struct obx_store *store, const struct obx_lease *lease
                           const enum obx_row_outcome *outcomes, const unsigned char *held)
 {
     struct obx_buf arrays[3];
-    const char *params[6];
+    const char *params[7];
     char limit_text[16], seconds_text[16], expiries_text[16];
     PGresult *res;
     int rows, leased = 0, leased_col;
@@ -114,7 +114,8 @@ obx_store_wake_successors(struct obx_store *store, const struct obx_lease *lease
     params[3] = limit_text;
     params[4] = seconds_text;
     params[5] = expiries_text;
-    res = obx_pg_session_exec(&store->pg, OBX_STORE_WAKE_SUCCESSORS, params, 6);
+    params[6] = "true"; /* leased to this relay: it publishes the runs next */
+    res = obx_pg_session_exec(&store->pg, OBX_STORE_WAKE_SUCCESSORS, params, 7);
     if (PQresultStatus(res) != PGRES_TUPLES_OK) {
         /* Not fatal: a waiting row is looked at again by head_wait_until() in any case. */
         obx_log(OUTBOX_LOG_WARN, "wake the rows waiting for their head: %s",

@@ -8,7 +8,9 @@
  * refused, fail() retries after retry_at and dead-letters at max_attempts
  * (outboxctl dead list shows it), every handler of the group gets each
  * event and the outbox row is finished only once all are done, an ordered
- * aggregate's events come in number order only, bad arguments are refused.
+ * aggregate's events come in number order only, a finished head's successor
+ * is made due without a lease (migration 0022) and handed out at once, bad
+ * arguments are refused.
  */
 #include <criterion/criterion.h>
 #include <pthread.h>
@@ -383,6 +385,66 @@ Test(ledger_receive, an_ordered_aggregate_comes_in_number_order_only)
         cr_assert(complete(conn, "mailer", rows, 0));
         PQclear(rows);
     }
+}
+
+/*
+ * A successor waiting behind an ordered head that receive() finishes is
+ * woken without a lease of its own: made due (pending, no lease token, no
+ * leased_until), free for the next lease, which hands it out at once (in
+ * the same call, whose next pass takes it). A wake-up that leased it to the
+ * call would have had to give it back, a second write per row for nothing.
+ */
+Test(ledger_receive, a_finished_head_s_successor_is_made_due_not_leased_and_comes_at_once)
+{
+    PGresult *head, *none, *rows;
+    char *first;
+
+    harness_exec(conn, "SELECT outbox.set_ordering(true)");
+    enqueue(1, "'5d0c4f61-2a7e-4b8f-9f0e-3c1a2b4d5e6f'");
+    head = receive(conn, "mailer", 10, 30);
+    cr_assert_eq(PQntuples(head), 1);
+    cr_assert_str_eq(PQgetvalue(head, 0, 4), "1");
+    enqueue(1, "'5d0c4f61-2a7e-4b8f-9f0e-3c1a2b4d5e6f'");
+    none = receive(conn, "mailer", 10, 30);
+    cr_assert_eq(PQntuples(none), 0, "number 2 waits while number 1 is out");
+    PQclear(none);
+    cr_assert_eq(ll("SELECT count(*) FROM outbox.events WHERE aggregate_seq = 2 "
+                    "AND last_error = 'waiting_for_head'"),
+                 1, "number 2 waits for its head in the row lease");
+    /* As a row that has waited long: its own next look is far off, so only
+     * the head's wake-up makes it due. */
+    harness_exec(conn, "UPDATE outbox.events SET next_attempt_at = now() + interval '1 hour' "
+                       "WHERE aggregate_seq = 2");
+    cr_assert(complete(conn, "mailer", head, 0));
+    PQclear(head);
+
+    /* Every write to an outbox row from here on, as the row was after it. */
+    harness_exec(conn, "CREATE TABLE public.row_writes (n bigserial, seq bigint, status text, "
+                       "token_set boolean, until_set boolean, due boolean)");
+    harness_exec(conn, "CREATE FUNCTION public.log_row_write() RETURNS trigger LANGUAGE plpgsql "
+                       "AS $$BEGIN INSERT INTO public.row_writes (seq, status, token_set, "
+                       "until_set, due) VALUES (NEW.aggregate_seq, NEW.status, "
+                       "NEW.lease_token IS NOT NULL, NEW.leased_until IS NOT NULL, "
+                       "NEW.next_attempt_at <= now()); RETURN NULL; END$$");
+    harness_exec(conn, "CREATE TRIGGER log_row_write AFTER UPDATE ON outbox.events "
+                       "FOR EACH ROW EXECUTE FUNCTION public.log_row_write()");
+
+    /* Number 1 comes back done (the row is finished) and wakes number 2. */
+    rows = receive_within(conn, "mailer", 10, 30, 8000);
+    cr_assert_eq(PQntuples(rows), 1, "number 2 comes in the call that finishes number 1");
+    cr_assert_str_eq(PQgetvalue(rows, 0, 4), "2");
+    cr_assert_eq(ll("SELECT count(*) FROM outbox.events WHERE aggregate_seq = 1"), 0,
+                 "number 1 is finished");
+    first = scalar(conn, "SELECT concat_ws(' ', status, token_set, until_set, due) "
+                         "FROM public.row_writes WHERE seq = 2 ORDER BY n LIMIT 1");
+    cr_assert_str_eq(first, "pending f f t",
+                     "the wake-up makes number 2 due, leased to no one "
+                     "(status, lease_token set, leased_until set, due)");
+    free(first);
+    cr_assert_eq(ll("SELECT count(*) FROM public.row_writes WHERE seq = 2 AND status = 'leased'"),
+                 1, "number 2 is leased once: by the lease that hands it out");
+    cr_assert(complete(conn, "mailer", rows, 0));
+    PQclear(rows);
 }
 
 Test(ledger_receive, bad_arguments_are_refused_naming_them)
