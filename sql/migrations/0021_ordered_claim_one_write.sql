@@ -95,9 +95,11 @@ BEGIN
     <<decide>>
     LOOP
         IF one_write THEN
-            -- The progress rows as they are, no lock (an index probe each,
-            -- keeping their places for the one write below); a missing one
-            -- reads 0, as it is made.
+            -- The progress rows as they are, no lock (an index probe each:
+            -- without LIMIT the planner may make the lateral a join that
+            -- reads every row of the handler; a fresh handler's rows have no
+            -- statistics), keeping their places for the one write below; a
+            -- missing one reads 0, as it is made.
             SELECT coalesce(array_agg(k.t ORDER BY k.ord), '{}'),
                    coalesce(array_agg(k.a ORDER BY k.ord), '{}'),
                    coalesce(array_agg(coalesce(g.last_seq, 0) ORDER BY k.ord), '{}'),
@@ -108,7 +110,8 @@ BEGIN
                     SELECT g.last_seq, g.ctid AS tid
                       FROM /*schema*/handler_progress AS g
                      WHERE g.handler = claim_handler AND g.aggregate_type = k.t
-                       AND g.aggregate_id = k.a) AS g ON true;
+                       AND g.aggregate_id = k.a
+                     LIMIT 1) AS g ON true;
         END IF;
         IF NOT one_write THEN
             -- Every aggregate's progress row, locked in one order (an index probe
