@@ -7,7 +7,9 @@
  * numbers, starts after a skipped head, leaves a redelivered event below
  * the progress to the plain claim, and two replicas claiming shuffled
  * batches in transactions (effects in the same transaction) run every
- * aggregate in order, each event once.
+ * aggregate in order, each event once. Migration 0021's one write: a
+ * progress row moved or made between its unlocked read and the write is
+ * decided again under its lock, and a run that breaks sets it back.
  */
 #include <criterion/criterion.h>
 #include <pthread.h>
