@@ -550,11 +550,16 @@ struct runs {
     size_t done_count;             /* of done_slots */
     size_t going;                  /* runs started and not ended */
     size_t next;                   /* the first slot not yet claimed */
+    size_t *ahead;                 /* claimed ahead, not started yet: a FIFO of slots */
+    size_t ahead_first, ahead_count;
 };
 
-enum { RUN_WAITING, RUN_CLAIMING, RUN_GOING, RUN_STOPPED, RUN_OVER };
+/* RUN_AHEAD: claimed (and renewed by the keeper), its run not started yet. */
+enum { RUN_WAITING, RUN_CLAIMING, RUN_AHEAD, RUN_GOING, RUN_STOPPED, RUN_OVER };
 
 enum { WAIT_ROUND_MS = 50 }; /* claims are checked for loss between rounds */
+
+enum { AHEAD_WINDOWS = 2 }; /* claims taken ahead: up to this many in-flight windows */
 
 static int
 runs_init(struct runs *r, size_t count, size_t in_flight)
@@ -564,8 +569,9 @@ runs_init(struct runs *r, size_t count, size_t in_flight)
     r->kept = calloc(count, sizeof(*r->kept));
     r->state = calloc(count, sizeof(*r->state));
     r->ends = calloc(in_flight, sizeof(*r->ends));
-    r->done_slots = calloc(in_flight, sizeof(*r->done_slots));
-    return r->d && r->watch && r->kept && r->state && r->ends && r->done_slots ? 0 : -1;
+    r->done_slots = calloc(count, sizeof(*r->done_slots));
+    r->ahead = calloc(count, sizeof(*r->ahead));
+    return r->d && r->watch && r->kept && r->state && r->ends && r->done_slots && r->ahead ? 0 : -1;
 }
 
 static void
@@ -577,6 +583,7 @@ runs_fini(struct runs *r)
     free(r->state);
     free(r->ends);
     free(r->done_slots);
+    free(r->ahead);
 }
 
 /*
@@ -601,19 +608,46 @@ next_startable(const struct offer *o, const struct runs *r)
     return o->count;
 }
 
-/* Starts slot k's run, its claim (sent at `claimed_ms`) just committed. */
+/*
+ * Keeps slot k, its claim (sent at `claimed_ms`) just committed, ready to
+ * start: the keeper renews the claim from now on, not from its start, so
+ * a claim that waits for room in the window is as safe as a running one.
+ */
 static void
-begin_run(struct offer *o, struct runs *r, size_t k, long long claimed_ms)
+keep_ahead(struct offer *o, struct runs *r, size_t k, long long claimed_ms)
 {
     int lease = (int)o->env->cfg->ledger_lease_seconds;
     outbox_error ferr = {0};
 
-    r->d[k] = delivery_of(o, k);
-    r->d[k].watch = &r->watch[k];
     obx_claim_watch_init(&r->watch[k], claimed_ms, lease);
     r->kept[k] = obx_claim_keeper_watch(o->env->keeper, o->h->name, &o->events[k], &o->claims[k],
                                         lease, claimed_ms, &r->watch[k]);
     o->env->feed->ops->in_progress(o->env->feed, o->batch, o->msg_index[k], &ferr);
+    r->state[k] = RUN_AHEAD;
+    r->ahead[(r->ahead_first + r->ahead_count++) % o->count] = k;
+}
+
+/* The oldest slot claimed ahead, taken out of the queue; o->count when there is none. */
+static size_t
+take_ahead(const struct offer *o, struct runs *r)
+{
+    size_t k;
+
+    if (r->ahead_count == 0) {
+        return o->count;
+    }
+    k = r->ahead[r->ahead_first];
+    r->ahead_first = (r->ahead_first + 1) % o->count;
+    r->ahead_count--;
+    return k;
+}
+
+/* Starts slot k's run, claimed ahead. */
+static void
+begin_run(struct offer *o, struct runs *r, size_t k)
+{
+    r->d[k] = delivery_of(o, k);
+    r->d[k].watch = &r->watch[k];
     r->state[k] = RUN_GOING;
     r->going++;
     o->h->ops->start(o->h->ctx, (unsigned long)k, &r->d[k]);
@@ -696,7 +730,7 @@ apply_claims(struct offer *o, struct runs *r, const size_t *picked, const struct
         o->claims[k] = claims[i];
         apply_claim_states_in(o, k, k + 1);
         if (o->claims[k].state == OBX_CLAIM_RUN) {
-            begin_run(o, r, k, claimed_ms);
+            keep_ahead(o, r, k, claimed_ms);
         } else {
             r->state[k] = RUN_OVER;
         }
@@ -762,11 +796,11 @@ write_round(struct offer *o, struct runs *r, const struct obx_ledger_event *even
 
 /*
  * One round of the ledger: records the done marks of the runs that ended
- * since the last round, claims up to `room` slots that can start now, and
- * starts the runs of those the ledger says to run. Only what starts at
- * once is claimed, so no claim ages while it waits for its run. The first
- * failure is returned (in `err`); the done marks and claims it cost are
- * given back (redelivered, nothing spent).
+ * since the last round, claims up to `room` slots that can start now or
+ * soon, and keeps those the ledger says to run in the queue claimed ahead
+ * (start_ahead starts them). The first failure is returned (in `err`);
+ * the done marks and claims it cost are given back (redelivered, nothing
+ * spent).
  */
 static outbox_status
 ledger_round(struct offer *o, struct runs *r, size_t room, outbox_error *err)
@@ -860,6 +894,67 @@ settle_round(struct offer *o, struct runs *r, size_t n, int *broken, outbox_stat
     }
 }
 
+/*
+ * Starts runs claimed ahead while the window has room, as soon as runs
+ * end, without a ledger round between. A claim found lost while it waited
+ * (taken over, or not renewed in time) is not run: it is given back with
+ * nothing spent, as a run stopped for that would be.
+ */
+static outbox_status
+start_ahead(struct offer *o, struct runs *r, size_t limit, outbox_error *err)
+{
+    outbox_status st = OUTBOX_OK;
+    size_t k;
+
+    while (r->going < limit && (k = take_ahead(o, r)) < o->count) {
+        if (!obx_claim_watch_lost(&r->watch[k])) {
+            begin_run(o, r, k);
+            continue;
+        }
+        obx_claim_keeper_unwatch(o->env->keeper, r->kept[k]);
+        r->state[k] = RUN_OVER;
+        o->results[k] = OUTBOX_HANDLER_RETRY; /* not run: not handled */
+        if (st == OUTBOX_OK) {
+            st = settle_lost(o, k, err);
+        } else {
+            obx_verdict_nak(verdict(o, k), OBX_LEDGER_OUTAGE_RETRY_MS);
+        }
+    }
+    return st;
+}
+
+/*
+ * The claims taken ahead that will not run now: the handler paused (its
+ * endpoint is away) or the ledger broke. Each is released at once, guarded
+ * by its owner token, due again after `delay_ms` (the pause), with no
+ * attempt spent; with the ledger away nothing can be written, and its
+ * lease runs out instead. Its message comes back after the same delay.
+ */
+static outbox_status
+give_back_ahead(struct offer *o, struct runs *r, int broken, long long delay_ms, outbox_error *err)
+{
+    int delay = (int)(delay_ms < INT_MAX ? (delay_ms > 0 ? delay_ms : 1) : INT_MAX);
+    outbox_status st = OUTBOX_OK;
+    size_t k;
+
+    while ((k = take_ahead(o, r)) < o->count) {
+        obx_claim_keeper_unwatch(o->env->keeper, r->kept[k]);
+        r->state[k] = RUN_OVER;
+        o->results[k] = OUTBOX_HANDLER_RETRY; /* not run: not handled */
+        if (broken || st != OUTBOX_OK) {
+            obx_verdict_nak(verdict(o, k), OBX_LEDGER_OUTAGE_RETRY_MS);
+            o->tally->ledger_errors += 1;
+            continue;
+        }
+        st = obx_ledger_release(o->env->ledger, o->h->name, &o->events[k], &o->claims[k], delay,
+                                err);
+        obx_verdict_nak(verdict(o, k), st == OUTBOX_OK ? delay : OBX_LEDGER_OUTAGE_RETRY_MS);
+        o->tally->deferred += st == OUTBOX_OK;
+        o->tally->ledger_errors += st != OUTBOX_OK;
+    }
+    return st;
+}
+
 /* A run whose claim is gone, or may run out before its next renewal, is stopped at once. */
 static void
 stop_lost_runs(struct offer *o, struct runs *r)
@@ -873,24 +968,54 @@ stop_lost_runs(struct offer *o, struct runs *r)
 }
 
 /*
+ * How many claims an external handler holds at once, running or claimed
+ * ahead: its in-flight limit and up to two windows more, within what the
+ * keeper renews (every claim held is renewed).
+ */
+static size_t
+claims_cap(size_t limit)
+{
+    size_t ahead = limit * AHEAD_WINDOWS;
+
+    if (limit >= OBX_KEEPER_MAX_CLAIMS) {
+        return limit;
+    }
+    return limit + (ahead < OBX_KEEPER_MAX_CLAIMS - limit ? ahead : OBX_KEEPER_MAX_CLAIMS - limit);
+}
+
+/* The first ledger failure of an offer breaks it: what runs is settled, nothing more starts. */
+static void
+note(outbox_status got, int *broken, outbox_status *st)
+{
+    if (got != OUTBOX_OK && !*broken) {
+        *broken = 1;
+        *st = got;
+    }
+}
+
+/*
  * External kinds, with up to the handler's in-flight limit of runs going
- * at once. Each event is claimed right before its run starts, not with
- * the rest of the batch: claims taken together age while the runs before
- * them go on, and one whose lease ran out meanwhile can be taken over by
- * another replica - which then runs the same handler for the same event
- * at the same time, or marks it done before this replica runs it again.
- * Each run's end is recorded as soon as it is reported: a failure or
- * retry at once, a done mark in the next ledger round (ledger_round).
+ * at once. Events are claimed ahead of their runs, up to claims_cap(),
+ * in rounds of many (one commit each): when a run ends, the next claimed
+ * one starts at once, without waiting for a ledger round, so the window
+ * stays full while the ledger writes the marks and claims. A claim that
+ * waits for its run is renewed by the keeper like a running one: its lease
+ * cannot run out and let another replica run the same handler for the
+ * same event at the same time. Each run's end is recorded as soon as it
+ * is reported: a failure or retry at once, a done mark in the next ledger
+ * round (ledger_round), taken when the queue claimed ahead runs low, when
+ * a window's worth of marks waits, or when nothing more runs.
  *
  * A kind in an outage (its endpoint unreachable) starts nothing more: the
- * events not started are given back with its pause as their delay, and
- * the consumer goes on with the other handlers.
+ * claims taken ahead are released and the events not started are given
+ * back with its pause as their delay, no attempt spent, and the consumer
+ * goes on with the other handlers.
  */
 static outbox_status
 offer_external(struct offer *o, outbox_error *err)
 {
     const struct obx_handler_ops *ops = o->h->ops;
-    size_t limit = o->h->in_flight > 0 ? o->h->in_flight : 1;
+    size_t limit = o->h->in_flight > 0 ? o->h->in_flight : 1, cap = claims_cap(limit);
     struct runs r = {0};
     outbox_status st = OUTBOX_OK;
     long long paused = 0;
@@ -901,19 +1026,31 @@ offer_external(struct offer *o, outbox_error *err)
         return obx_fail(err, OUTBOX_ENOMEM, "consumer: out of memory");
     }
     for (;;) {
-        size_t n, room;
+        size_t n, room = 0;
 
         paused = ops->paused_ms != NULL ? ops->paused_ms(o->h->ctx) : 0;
-        room = !broken && paused == 0 && r.going < limit ? limit - r.going : 0;
-        if ((room > 0 || r.done_count > 0) && ledger_round(o, &r, room, err) != OUTBOX_OK &&
-            !broken) {
-            broken = 1; /* the ledger went away: settle what runs, start nothing more */
-            st = err->code;
+        if (broken || paused > 0) {
+            note(give_back_ahead(o, &r, broken, paused, err), &broken, &st);
+        } else {
+            note(start_ahead(o, &r, limit, err), &broken, &st);
         }
         while (r.next < o->count && r.state[r.next] != RUN_WAITING) {
             r.next++;
         }
-        if (r.going == 0 && (broken || paused > 0 || next_startable(o, &r) == o->count)) {
+        if (!broken && paused == 0 && r.ahead_count < limit && r.going + r.ahead_count < cap &&
+            next_startable(o, &r) < o->count) {
+            room = cap - r.going - r.ahead_count;
+        }
+        if (room > 0 || (r.done_count > 0 &&
+                         (broken || r.done_count >= limit || r.going + r.ahead_count == 0))) {
+            note(ledger_round(o, &r, room, err), &broken, &st);
+            if (!broken) {
+                note(start_ahead(o, &r, limit, err), &broken, &st);
+            }
+            continue; /* the claims that did not come back to run may have freed the next */
+        }
+        if (r.going == 0 && r.ahead_count == 0 && r.done_count == 0 &&
+            (broken || paused > 0 || next_startable(o, &r) == o->count)) {
             break;
         }
         n = ops->wait(o->h->ctx, WAIT_ROUND_MS, r.ends, limit);
