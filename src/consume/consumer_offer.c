@@ -986,10 +986,16 @@ start_ahead(struct offer *o, struct runs *r, size_t limit, int may_write, outbox
         obx_claim_keeper_unwatch(o->env->keeper, r->kept[k]);
         r->state[k] = RUN_OVER;
         o->results[k] = OUTBOX_HANDLER_RETRY; /* not run: not handled */
+        obx_log(OUTBOX_LOG_WARN,
+                "claim taken ahead lost before its run, not started (no attempt spent) "
+                "event_id=%s handler=%s",
+                o->events[k].event_id, o->h->name);
+        obx_verdict_nak(verdict(o, k), OBX_LEDGER_OUTAGE_RETRY_MS);
+        o->tally->lost += 1;
         if (st == OUTBOX_OK) {
-            st = settle_lost(o, k, err);
-        } else {
-            obx_verdict_nak(verdict(o, k), OBX_LEDGER_OUTAGE_RETRY_MS);
+            /* Guarded by the owner token: frees it at once if it is still ours. */
+            st = obx_ledger_release(o->env->ledger, o->h->name, &o->events[k], &o->claims[k], 0,
+                                    err);
         }
     }
     return st;
