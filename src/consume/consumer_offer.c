@@ -568,7 +568,7 @@ enum { RUN_WAITING, RUN_CLAIMING, RUN_AHEAD, RUN_GOING, RUN_STOPPED, RUN_ENDED, 
 
 enum { WAIT_ROUND_MS = 50 }; /* claims are checked for loss between rounds */
 
-enum { AHEAD_WINDOWS = 2 }; /* claims taken ahead: up to this many in-flight windows */
+enum { AHEAD_WINDOWS = 4 }; /* claims taken ahead: up to this many in-flight windows */
 
 enum { ROUND_POLL_MS = 1 }; /* while a round is written: how often it is checked for its end */
 
@@ -1089,7 +1089,7 @@ stop_lost_runs(struct offer *o, struct runs *r)
 
 /*
  * How many claims an external handler holds at once, running or claimed
- * ahead: its in-flight limit and up to two windows more, within what the
+ * ahead: its in-flight limit and up to AHEAD_WINDOWS windows more, within what the
  * keeper renews (every claim held is renewed).
  */
 static size_t
@@ -1159,7 +1159,10 @@ offer_external(struct offer *o, outbox_error *err)
         }
         if (!broken && paused == 0 && r.ahead_count < limit && r.going + r.ahead_count < cap &&
             next_startable(o, &r) < o->count) {
+            /* The first round of a batch is small, so its runs start soon; later ones grow
+             * while runs go on, to spread the cost of their commit over more events. */
             room = cap - r.going - r.ahead_count;
+            room = room < limit + r.going + r.ahead_count ? room : limit + r.going + r.ahead_count;
         }
         if (room > 0 || (r.done_count > 0 &&
                          (broken || r.done_count >= limit || r.going + r.ahead_count == 0))) {
