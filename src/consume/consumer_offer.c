@@ -1123,8 +1123,8 @@ note(outbox_status got, int *broken, outbox_status *st)
  * cannot run out and let another replica run the same handler for the
  * same event at the same time. Each run's end is recorded as soon as it
  * is reported: a failure or retry at once, a done mark in the next ledger
- * round (ledger_round), taken when the queue claimed ahead runs low, when
- * a window's worth of marks waits, or when nothing more runs.
+ * round, taken when the queue claimed ahead runs low, when as many marks
+ * wait as claims can be held, or when nothing more runs.
  *
  * A kind in an outage (its endpoint unreachable) starts nothing more: the
  * claims taken ahead are released and the events not started are given
@@ -1164,13 +1164,13 @@ offer_external(struct offer *o, outbox_error *err)
             room = cap - r.going - r.ahead_count;
             room = room < limit + r.going + r.ahead_count ? room : limit + r.going + r.ahead_count;
         }
-        if (room > 0 || (r.done_count > 0 &&
-                         (broken || r.done_count >= limit || r.going + r.ahead_count == 0))) {
+        if (room > 0 ||
+            (r.done_count > 0 && (broken || r.done_count >= cap || r.going + r.ahead_count == 0))) {
             struct round rd;
 
-            round_begin(o, &r, room, r.going > 0, &rd);
+            round_begin(o, &r, room, r.going > r.later_count, &rd);
             /* The runs go on while the round is written: ends are taken, the window refilled. */
-            while (!atomic_load(&rd.written) && r.going > 0) {
+            while (!atomic_load(&rd.written) && r.going > r.later_count) {
                 paused = ops->paused_ms != NULL ? ops->paused_ms(o->h->ctx) : 0;
                 if (!broken && paused == 0) {
                     (void)start_ahead(o, &r, limit, 0, err); /* writes nothing */
