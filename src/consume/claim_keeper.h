@@ -45,8 +45,9 @@ struct obx_claim_keeper *obx_claim_keeper_start(const struct obx_store_options *
 /* Stops the thread and closes its connection. NULL is fine. */
 void obx_claim_keeper_stop(struct obx_claim_keeper *k);
 
-/* The most claims one keeper renews at once: every run an external handler has going. */
-enum { OBX_KEEPER_MAX_CLAIMS = 256 };
+/* The most claims one keeper renews at once: every claim an external handler holds (claims_cap()).
+ */
+enum { OBX_KEEPER_MAX_CLAIMS = 1024 };
 
 /*
  * Renews `claim` of `handler` for `event` (all copied) every third of

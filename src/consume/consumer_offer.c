@@ -21,6 +21,8 @@
  * the message (NAK), so JetStream's max_deliver never counts them.
  */
 #include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -550,11 +552,25 @@ struct runs {
     size_t done_count;             /* of done_slots */
     size_t going;                  /* runs started and not ended */
     size_t next;                   /* the first slot not yet claimed */
+    size_t *ahead;                 /* claimed ahead, not started yet: a FIFO of slots */
+    size_t ahead_first, ahead_count;
+    size_t *round_done;        /* the done marks the ledger round in flight writes */
+    struct obx_run_end *later; /* runs that ended during a round, settled after it */
+    size_t later_count;
 };
 
-enum { RUN_WAITING, RUN_CLAIMING, RUN_GOING, RUN_STOPPED, RUN_OVER };
+/*
+ * RUN_AHEAD: claimed (and renewed by the keeper), its run not started yet.
+ * RUN_ENDED: its run ended without DONE while a ledger round was written;
+ * its outcome is recorded after that round.
+ */
+enum { RUN_WAITING, RUN_CLAIMING, RUN_AHEAD, RUN_GOING, RUN_STOPPED, RUN_ENDED, RUN_OVER };
 
 enum { WAIT_ROUND_MS = 50 }; /* claims are checked for loss between rounds */
+
+enum { AHEAD_WINDOWS = 4 }; /* claims taken ahead: up to this many in-flight windows */
+
+enum { ROUND_POLL_MS = 1 }; /* while a round is written: how often it is checked for its end */
 
 static int
 runs_init(struct runs *r, size_t count, size_t in_flight)
@@ -564,8 +580,14 @@ runs_init(struct runs *r, size_t count, size_t in_flight)
     r->kept = calloc(count, sizeof(*r->kept));
     r->state = calloc(count, sizeof(*r->state));
     r->ends = calloc(in_flight, sizeof(*r->ends));
-    r->done_slots = calloc(in_flight, sizeof(*r->done_slots));
-    return r->d && r->watch && r->kept && r->state && r->ends && r->done_slots ? 0 : -1;
+    r->done_slots = calloc(count, sizeof(*r->done_slots));
+    r->ahead = calloc(count, sizeof(*r->ahead));
+    r->round_done = calloc(count, sizeof(*r->round_done));
+    r->later = calloc(count, sizeof(*r->later));
+    return r->d && r->watch && r->kept && r->state && r->ends && r->done_slots && r->ahead &&
+                   r->round_done && r->later
+               ? 0
+               : -1;
 }
 
 static void
@@ -577,6 +599,9 @@ runs_fini(struct runs *r)
     free(r->state);
     free(r->ends);
     free(r->done_slots);
+    free(r->ahead);
+    free(r->round_done);
+    free(r->later);
 }
 
 /*
@@ -601,19 +626,46 @@ next_startable(const struct offer *o, const struct runs *r)
     return o->count;
 }
 
-/* Starts slot k's run, its claim (sent at `claimed_ms`) just committed. */
+/*
+ * Keeps slot k, its claim (sent at `claimed_ms`) just committed, ready to
+ * start: the keeper renews the claim from now on, not from its start, so
+ * a claim that waits for room in the window is as safe as a running one.
+ */
 static void
-begin_run(struct offer *o, struct runs *r, size_t k, long long claimed_ms)
+keep_ahead(struct offer *o, struct runs *r, size_t k, long long claimed_ms)
 {
     int lease = (int)o->env->cfg->ledger_lease_seconds;
     outbox_error ferr = {0};
 
-    r->d[k] = delivery_of(o, k);
-    r->d[k].watch = &r->watch[k];
     obx_claim_watch_init(&r->watch[k], claimed_ms, lease);
     r->kept[k] = obx_claim_keeper_watch(o->env->keeper, o->h->name, &o->events[k], &o->claims[k],
                                         lease, claimed_ms, &r->watch[k]);
     o->env->feed->ops->in_progress(o->env->feed, o->batch, o->msg_index[k], &ferr);
+    r->state[k] = RUN_AHEAD;
+    r->ahead[(r->ahead_first + r->ahead_count++) % o->count] = k;
+}
+
+/* The oldest slot claimed ahead, taken out of the queue; o->count when there is none. */
+static size_t
+take_ahead(const struct offer *o, struct runs *r)
+{
+    size_t k;
+
+    if (r->ahead_count == 0) {
+        return o->count;
+    }
+    k = r->ahead[r->ahead_first];
+    r->ahead_first = (r->ahead_first + 1) % o->count;
+    r->ahead_count--;
+    return k;
+}
+
+/* Starts slot k's run, claimed ahead. */
+static void
+begin_run(struct offer *o, struct runs *r, size_t k)
+{
+    r->d[k] = delivery_of(o, k);
+    r->d[k].watch = &r->watch[k];
     r->state[k] = RUN_GOING;
     r->going++;
     o->h->ops->start(o->h->ctx, (unsigned long)k, &r->d[k]);
@@ -696,7 +748,7 @@ apply_claims(struct offer *o, struct runs *r, const size_t *picked, const struct
         o->claims[k] = claims[i];
         apply_claim_states_in(o, k, k + 1);
         if (o->claims[k].state == OBX_CLAIM_RUN) {
-            begin_run(o, r, k, claimed_ms);
+            keep_ahead(o, r, k, claimed_ms);
         } else {
             r->state[k] = RUN_OVER;
         }
@@ -704,101 +756,150 @@ apply_claims(struct offer *o, struct runs *r, const size_t *picked, const struct
 }
 
 /*
+ * One ledger round: the done marks of the runs that ended before it, and
+ * the claims of the events picked to run next. Written by a thread of its
+ * own while the runs go on (round_begin, round_end); the loop does not use
+ * the ledger meanwhile.
+ */
+struct round {
+    struct offer *o;
+    const size_t *done_slots; /* runs.round_done */
+    size_t done_n;
+    struct obx_ledger_event *events; /* the claims: picked[i] is events[i]'s slot */
+    struct obx_claim *claims;
+    size_t *picked;
+    size_t n;
+    long long claimed_ms; /* before the server's now(): see claim_keeper.c */
+    size_t marked;
+    outbox_status done_st, claim_st;
+    outbox_error derr, cerr;
+    pthread_t thread;
+    int threaded;       /* its thread runs: round_end joins it */
+    atomic_int written; /* its writes are over */
+};
+
+/*
  * The two ledger writes of a round, in one transaction when there are
- * both: the done marks of the runs that ended (r->done_slots), then the
- * claims of up to `n` events that start now, sent as one round trip. One
- * commit makes both durable, so a round waits for one WAL flush instead of
- * two, and each stays synchronous: a claim is durable before its run
- * starts, a done mark before its message is acked. The marks go first, so
- * an ordered event whose predecessor just ended is claimed after that one
- * is done. If that fails on a live connection (a claim's error), the marks
- * are written alone. `*done_st` and `*claim_st` get each one's outcome
- * (`derr`, `cerr`).
+ * both: the done marks of the runs that ended, then the claims of up to
+ * `n` events, sent as one round trip. One commit makes both durable, so a
+ * round waits for one WAL flush instead of two, and each stays
+ * synchronous: a claim is durable before its run starts, a done mark
+ * before its message is acked. The marks go first, so an ordered event
+ * whose predecessor just ended is claimed after that one is done. If that
+ * fails on a live connection (a claim's error), the marks are written
+ * alone.
  */
 static void
-write_round(struct offer *o, struct runs *r, const struct obx_ledger_event *events, size_t n,
-            struct obx_claim *claims, size_t *marked, outbox_status *done_st,
-            outbox_status *claim_st, outbox_error *derr, outbox_error *cerr)
+write_round(struct round *rd)
 {
+    struct offer *o = rd->o;
     struct obx_ledger *ledger = o->env->ledger;
-    size_t done_n = r->done_count;
     int lease = (int)o->env->cfg->ledger_lease_seconds;
     struct obx_ledger_event *done_events = NULL;
     struct obx_claim *done_claims = NULL;
 
-    *done_st = *claim_st = OUTBOX_OK;
-    if (done_n == 0 || n == 0) {
-        if (done_n > 0) {
-            *done_st = mark_done_rows(o, r->done_slots, done_n, marked, derr);
+    rd->done_st = rd->claim_st = OUTBOX_OK;
+    if (rd->done_n == 0 || rd->n == 0) {
+        if (rd->done_n > 0) {
+            rd->done_st = mark_done_rows(o, rd->done_slots, rd->done_n, &rd->marked, &rd->derr);
         }
-        if (n > 0) {
-            *claim_st = obx_ledger_claim(ledger, o->h->name, events, n, lease, CLAIM_LOCK_WAIT_MS,
-                                         claims, cerr);
+        if (rd->n > 0) {
+            rd->claim_st = obx_ledger_claim(ledger, o->h->name, rd->events, rd->n, lease,
+                                            CLAIM_LOCK_WAIT_MS, rd->claims, &rd->cerr);
         }
         return;
     }
-    done_events = calloc(done_n, sizeof(*done_events));
-    done_claims = calloc(done_n, sizeof(*done_claims));
+    done_events = calloc(rd->done_n, sizeof(*done_events));
+    done_claims = calloc(rd->done_n, sizeof(*done_claims));
     if (done_events == NULL || done_claims == NULL) {
-        *claim_st = obx_fail(cerr, OUTBOX_ENOMEM, "consumer: out of memory");
+        rd->claim_st = obx_fail(&rd->cerr, OUTBOX_ENOMEM, "consumer: out of memory");
     } else {
-        for (size_t i = 0; i < done_n; i++) {
-            done_events[i] = o->events[r->done_slots[i]];
-            done_claims[i] = o->claims[r->done_slots[i]];
+        for (size_t i = 0; i < rd->done_n; i++) {
+            done_events[i] = o->events[rd->done_slots[i]];
+            done_claims[i] = o->claims[rd->done_slots[i]];
         }
-        *claim_st = obx_ledger_mark_done_and_claim(ledger, o->h->name, done_events, done_claims,
-                                                   done_n, marked, events, n, lease,
-                                                   CLAIM_LOCK_WAIT_MS, claims, cerr);
+        rd->claim_st = obx_ledger_mark_done_and_claim(
+            ledger, o->h->name, done_events, done_claims, rd->done_n, &rd->marked, rd->events,
+            rd->n, lease, CLAIM_LOCK_WAIT_MS, rd->claims, &rd->cerr);
     }
     free(done_events);
     free(done_claims);
-    if (*claim_st == OUTBOX_OK) {
+    if (rd->claim_st == OUTBOX_OK) {
         return; /* committed together */
     }
-    *done_st = cerr->code == OUTBOX_EUNAVAILABLE
-                   ? obx_fail(derr, OUTBOX_EUNAVAILABLE, "%s", cerr->message)
-                   : mark_done_rows(o, r->done_slots, done_n, marked, derr);
+    rd->done_st = rd->cerr.code == OUTBOX_EUNAVAILABLE
+                      ? obx_fail(&rd->derr, OUTBOX_EUNAVAILABLE, "%s", rd->cerr.message)
+                      : mark_done_rows(o, rd->done_slots, rd->done_n, &rd->marked, &rd->derr);
+}
+
+static void *
+round_main(void *arg)
+{
+    struct round *rd = arg;
+
+    write_round(rd);
+    atomic_store(&rd->written, 1);
+    return NULL;
 }
 
 /*
- * One round of the ledger: records the done marks of the runs that ended
- * since the last round, claims up to `room` slots that can start now, and
- * starts the runs of those the ledger says to run. Only what starts at
- * once is claimed, so no claim ages while it waits for its run. The first
- * failure is returned (in `err`); the done marks and claims it cost are
- * given back (redelivered, nothing spent).
+ * Starts a round: the done marks waiting in r->done_slots and the claims
+ * of up to `room` slots that can start next. With `threaded`, it is
+ * written by a thread of its own (else, or if that thread cannot start,
+ * here): the runs going on meanwhile are not held up by its commit.
+ */
+static void
+round_begin(struct offer *o, struct runs *r, size_t room, int threaded, struct round *rd)
+{
+    size_t *swap = r->round_done;
+
+    *rd = (struct round){.o = o, .claimed_ms = obx_monotonic_ms()};
+    atomic_init(&rd->written, 0);
+    rd->events = calloc(room > 0 ? room : 1, sizeof(*rd->events));
+    rd->claims = calloc(room > 0 ? room : 1, sizeof(*rd->claims));
+    rd->picked = calloc(room > 0 ? room : 1, sizeof(*rd->picked));
+    r->round_done = r->done_slots; /* the marks it writes; new ones gather meanwhile */
+    r->done_slots = swap;
+    rd->done_slots = r->round_done;
+    rd->done_n = r->done_count;
+    r->done_count = 0;
+    if (rd->events == NULL || rd->claims == NULL || rd->picked == NULL) {
+        rd->done_st = rd->claim_st = obx_fail(&rd->derr, OUTBOX_ENOMEM, "consumer: out of memory");
+        atomic_store(&rd->written, 1);
+        return;
+    }
+    rd->n = pick_startable(o, r, room, rd->events, rd->picked);
+    rd->threaded = threaded && pthread_create(&rd->thread, NULL, round_main, rd) == 0;
+    if (!rd->threaded) {
+        round_main(rd);
+    }
+}
+
+/*
+ * Ends a round: waits for it to be written, records its done marks and
+ * keeps the runs the ledger said to run in the queue claimed ahead. The
+ * first failure is returned (in `err`); the done marks and claims it cost
+ * are given back (redelivered, nothing spent).
  */
 static outbox_status
-ledger_round(struct offer *o, struct runs *r, size_t room, outbox_error *err)
+round_end(struct offer *o, struct runs *r, struct round *rd, outbox_error *err)
 {
-    struct obx_ledger_event *events = calloc(room > 0 ? room : 1, sizeof(*events));
-    struct obx_claim *claims = calloc(room > 0 ? room : 1, sizeof(*claims));
-    size_t *picked = calloc(room > 0 ? room : 1, sizeof(*picked));
-    long long claimed_ms = obx_monotonic_ms(); /* before the server's now(): see claim_keeper.c */
-    outbox_status done_st = OUTBOX_OK, claim_st = OUTBOX_OK;
-    outbox_error derr = {0}, cerr = {0};
-    size_t n = 0, marked = 0;
-
-    if (events == NULL || claims == NULL || picked == NULL) {
-        done_st = claim_st = obx_fail(&derr, OUTBOX_ENOMEM, "consumer: out of memory");
-    } else {
-        n = pick_startable(o, r, room, events, picked);
-        write_round(o, r, events, n, claims, &marked, &done_st, &claim_st, &derr, &cerr);
+    if (rd->threaded) {
+        pthread_join(rd->thread, NULL);
     }
-    apply_done_marks(o, r->done_slots, r->done_count, marked, done_st);
-    r->done_count = 0;
-    apply_claims(o, r, picked, claims, n, claimed_ms, claim_st);
-    free(events);
-    free(claims);
-    free(picked);
-    if (done_st != OUTBOX_OK) {
-        *err = derr;
-        return done_st;
+    apply_done_marks(o, rd->done_slots, rd->done_n, rd->marked, rd->done_st);
+    apply_claims(o, r, rd->picked, rd->claims, rd->n, rd->claimed_ms, rd->claim_st);
+    free(rd->events);
+    free(rd->claims);
+    free(rd->picked);
+    if (rd->done_st != OUTBOX_OK) {
+        *err = rd->derr;
+        return rd->done_st;
     }
-    if (claim_st != OUTBOX_OK) {
-        *err = cerr;
+    if (rd->claim_st != OUTBOX_OK) {
+        *err = rd->cerr;
     }
-    return claim_st;
+    return rd->claim_st;
 }
 
 /*
@@ -860,6 +961,120 @@ settle_round(struct offer *o, struct runs *r, size_t n, int *broken, outbox_stat
     }
 }
 
+/*
+ * Starts runs claimed ahead while the window has room, as soon as runs
+ * end, without a ledger round between. A claim found lost while it waited
+ * (taken over, or not renewed in time) is not run: it is given back with
+ * nothing spent, as a run stopped for that would be; while a round is
+ * written (`may_write` 0) it waits at the head of the queue for that.
+ */
+static outbox_status
+start_ahead(struct offer *o, struct runs *r, size_t limit, int may_write, outbox_error *err)
+{
+    outbox_status st = OUTBOX_OK;
+    size_t k;
+
+    while (r->going < limit && r->ahead_count > 0) {
+        if (!obx_claim_watch_lost(&r->watch[r->ahead[r->ahead_first]])) {
+            begin_run(o, r, take_ahead(o, r));
+            continue;
+        }
+        if (!may_write) {
+            break;
+        }
+        k = take_ahead(o, r);
+        obx_claim_keeper_unwatch(o->env->keeper, r->kept[k]);
+        r->state[k] = RUN_OVER;
+        o->results[k] = OUTBOX_HANDLER_RETRY; /* not run: not handled */
+        obx_log(OUTBOX_LOG_WARN,
+                "claim taken ahead lost before its run, not started (no attempt spent) "
+                "event_id=%s handler=%s",
+                o->events[k].event_id, o->h->name);
+        obx_verdict_nak(verdict(o, k), OBX_LEDGER_OUTAGE_RETRY_MS);
+        o->tally->lost += 1;
+        if (st == OUTBOX_OK) {
+            /* Guarded by the owner token: frees it at once if it is still ours. */
+            st = obx_ledger_release(o->env->ledger, o->h->name, &o->events[k], &o->claims[k], 0,
+                                    err);
+        }
+    }
+    return st;
+}
+
+/*
+ * The ends of one wait while a round is written: a DONE waits for the
+ * next round's marks as usual; any other end needs the ledger, so it is
+ * held (RUN_ENDED) and recorded by settle_later after the round.
+ */
+static void
+settle_in_round(struct offer *o, struct runs *r, size_t n, int broken)
+{
+    for (size_t i = 0; i < n; i++) {
+        size_t k = (size_t)r->ends[i].tag;
+        outbox_error serr = {0};
+        int done = 0;
+
+        if (r->ends[i].result != OUTBOX_HANDLER_DONE && !broken) {
+            r->state[k] = RUN_ENDED; /* still counted going: its outcome is not written */
+            r->later[r->later_count++] = r->ends[i];
+            continue;
+        }
+        (void)settle_end(o, r, &r->ends[i], broken, &done, &serr); /* writes nothing */
+        if (done) {
+            r->done_slots[r->done_count++] = k;
+        }
+    }
+}
+
+/* Records the ends held while a round was written; the first ledger failure makes `*broken`. */
+static void
+settle_later(struct offer *o, struct runs *r, int *broken, outbox_status *st, outbox_error *err)
+{
+    for (size_t i = 0; i < r->later_count; i++) {
+        outbox_error serr = {0};
+        int done = 0;
+
+        if (settle_end(o, r, &r->later[i], *broken, &done, &serr) != OUTBOX_OK && !*broken) {
+            *broken = 1;
+            *st = serr.code;
+            *err = serr;
+        }
+    }
+    r->later_count = 0;
+}
+
+/*
+ * The claims taken ahead that will not run now: the handler paused (its
+ * endpoint is away) or the ledger broke. Each is released at once, guarded
+ * by its owner token, due again after `delay_ms` (the pause), with no
+ * attempt spent; with the ledger away nothing can be written, and its
+ * lease runs out instead. Its message comes back after the same delay.
+ */
+static outbox_status
+give_back_ahead(struct offer *o, struct runs *r, int broken, long long delay_ms, outbox_error *err)
+{
+    int delay = (int)(delay_ms < INT_MAX ? (delay_ms > 0 ? delay_ms : 1) : INT_MAX);
+    outbox_status st = OUTBOX_OK;
+    size_t k;
+
+    while ((k = take_ahead(o, r)) < o->count) {
+        obx_claim_keeper_unwatch(o->env->keeper, r->kept[k]);
+        r->state[k] = RUN_OVER;
+        o->results[k] = OUTBOX_HANDLER_RETRY; /* not run: not handled */
+        if (broken || st != OUTBOX_OK) {
+            obx_verdict_nak(verdict(o, k), OBX_LEDGER_OUTAGE_RETRY_MS);
+            o->tally->ledger_errors += 1;
+            continue;
+        }
+        st = obx_ledger_release(o->env->ledger, o->h->name, &o->events[k], &o->claims[k], delay,
+                                err);
+        obx_verdict_nak(verdict(o, k), st == OUTBOX_OK ? delay : OBX_LEDGER_OUTAGE_RETRY_MS);
+        o->tally->deferred += st == OUTBOX_OK;
+        o->tally->ledger_errors += st != OUTBOX_OK;
+    }
+    return st;
+}
+
 /* A run whose claim is gone, or may run out before its next renewal, is stopped at once. */
 static void
 stop_lost_runs(struct offer *o, struct runs *r)
@@ -873,24 +1088,54 @@ stop_lost_runs(struct offer *o, struct runs *r)
 }
 
 /*
+ * How many claims an external handler holds at once, running or claimed
+ * ahead: its in-flight limit and up to AHEAD_WINDOWS windows more, within what the
+ * keeper renews (every claim held is renewed).
+ */
+static size_t
+claims_cap(size_t limit)
+{
+    size_t ahead = limit * AHEAD_WINDOWS;
+
+    if (limit >= OBX_KEEPER_MAX_CLAIMS) {
+        return limit;
+    }
+    return limit + (ahead < OBX_KEEPER_MAX_CLAIMS - limit ? ahead : OBX_KEEPER_MAX_CLAIMS - limit);
+}
+
+/* The first ledger failure of an offer breaks it: what runs is settled, nothing more starts. */
+static void
+note(outbox_status got, int *broken, outbox_status *st)
+{
+    if (got != OUTBOX_OK && !*broken) {
+        *broken = 1;
+        *st = got;
+    }
+}
+
+/*
  * External kinds, with up to the handler's in-flight limit of runs going
- * at once. Each event is claimed right before its run starts, not with
- * the rest of the batch: claims taken together age while the runs before
- * them go on, and one whose lease ran out meanwhile can be taken over by
- * another replica - which then runs the same handler for the same event
- * at the same time, or marks it done before this replica runs it again.
- * Each run's end is recorded as soon as it is reported: a failure or
- * retry at once, a done mark in the next ledger round (ledger_round).
+ * at once. Events are claimed ahead of their runs, up to claims_cap(),
+ * in rounds of many (one commit each): when a run ends, the next claimed
+ * one starts at once, without waiting for a ledger round, so the window
+ * stays full while the ledger writes the marks and claims. A claim that
+ * waits for its run is renewed by the keeper like a running one: its lease
+ * cannot run out and let another replica run the same handler for the
+ * same event at the same time. Each run's end is recorded as soon as it
+ * is reported: a failure or retry at once, a done mark in the next ledger
+ * round, taken when the queue claimed ahead runs low, when as many marks
+ * wait as claims can be held, or when nothing more runs.
  *
  * A kind in an outage (its endpoint unreachable) starts nothing more: the
- * events not started are given back with its pause as their delay, and
- * the consumer goes on with the other handlers.
+ * claims taken ahead are released and the events not started are given
+ * back with its pause as their delay, no attempt spent, and the consumer
+ * goes on with the other handlers.
  */
 static outbox_status
 offer_external(struct offer *o, outbox_error *err)
 {
     const struct obx_handler_ops *ops = o->h->ops;
-    size_t limit = o->h->in_flight > 0 ? o->h->in_flight : 1;
+    size_t limit = o->h->in_flight > 0 ? o->h->in_flight : 1, cap = claims_cap(limit);
     struct runs r = {0};
     outbox_status st = OUTBOX_OK;
     long long paused = 0;
@@ -901,19 +1146,45 @@ offer_external(struct offer *o, outbox_error *err)
         return obx_fail(err, OUTBOX_ENOMEM, "consumer: out of memory");
     }
     for (;;) {
-        size_t n, room;
+        size_t n, room = 0;
 
         paused = ops->paused_ms != NULL ? ops->paused_ms(o->h->ctx) : 0;
-        room = !broken && paused == 0 && r.going < limit ? limit - r.going : 0;
-        if ((room > 0 || r.done_count > 0) && ledger_round(o, &r, room, err) != OUTBOX_OK &&
-            !broken) {
-            broken = 1; /* the ledger went away: settle what runs, start nothing more */
-            st = err->code;
+        if (broken || paused > 0) {
+            note(give_back_ahead(o, &r, broken, paused, err), &broken, &st);
+        } else {
+            note(start_ahead(o, &r, limit, 1, err), &broken, &st);
         }
         while (r.next < o->count && r.state[r.next] != RUN_WAITING) {
             r.next++;
         }
-        if (r.going == 0 && (broken || paused > 0 || next_startable(o, &r) == o->count)) {
+        if (!broken && paused == 0 && r.ahead_count < limit && r.going + r.ahead_count < cap &&
+            next_startable(o, &r) < o->count) {
+            /* The first round of a batch is small, so its runs start soon; later ones grow
+             * while runs go on, to spread the cost of their commit over more events. */
+            room = cap - r.going - r.ahead_count;
+            room = room < limit + r.going + r.ahead_count ? room : limit + r.going + r.ahead_count;
+        }
+        if (room > 0 ||
+            (r.done_count > 0 && (broken || r.done_count >= cap || r.going + r.ahead_count == 0))) {
+            struct round rd;
+
+            round_begin(o, &r, room, r.going > r.later_count, &rd);
+            /* The runs go on while the round is written: ends are taken, the window refilled. */
+            while (!atomic_load(&rd.written) && r.going > r.later_count) {
+                paused = ops->paused_ms != NULL ? ops->paused_ms(o->h->ctx) : 0;
+                if (!broken && paused == 0) {
+                    (void)start_ahead(o, &r, limit, 0, err); /* writes nothing */
+                }
+                n = ops->wait(o->h->ctx, ROUND_POLL_MS, r.ends, limit);
+                settle_in_round(o, &r, n, broken);
+                stop_lost_runs(o, &r);
+            }
+            note(round_end(o, &r, &rd, err), &broken, &st);
+            settle_later(o, &r, &broken, &st, err);
+            continue; /* the claims that did not come back to run may have freed the next */
+        }
+        if (r.going == 0 && r.ahead_count == 0 && r.done_count == 0 &&
+            (broken || paused > 0 || next_startable(o, &r) == o->count)) {
             break;
         }
         n = ops->wait(o->h->ctx, WAIT_ROUND_MS, r.ends, limit);

@@ -194,7 +194,8 @@ claim_stmt_fini(struct claim_stmt *c)
 
 static outbox_status
 claim_build(struct claim_stmt *c, const char *handler, const struct obx_ledger_event *events,
-            size_t count, int lease_seconds, int lock_wait_ms, int as_done, outbox_error *err)
+            size_t count, int lease_seconds, int lock_wait_ms, int as_done, int fresh_ok,
+            outbox_error *err)
 {
     outbox_status status = ids_literal(events, count, &c->ids, err);
 
@@ -209,8 +210,10 @@ claim_build(struct claim_stmt *c, const char *handler, const struct obx_ledger_e
     c->params[3] = c->wait_text;
     c->params[4] = as_done ? "true" : "false";
     if (!obx_ledger_events_ordered(events, count)) {
-        /* No ordered event: the plain claim, not a statement more for unordered batches. */
-        c->which = OBX_LEDGER_CLAIM;
+        /* No ordered event: the plain claim, not a statement more for unordered batches;
+         * with `fresh_ok` (the claim ends its transaction, which keeps the lock_timeout it
+         * sets), the one that writes the rows of events seen for the first time itself. */
+        c->which = fresh_ok && !as_done ? OBX_LEDGER_CLAIM_FRESH : OBX_LEDGER_CLAIM;
         c->nparams = 5;
         return OUTBOX_OK;
     }
@@ -221,6 +224,20 @@ claim_build(struct claim_stmt *c, const char *handler, const struct obx_ledger_e
     c->which = OBX_LEDGER_CLAIM_ORDERED;
     c->nparams = 5 + OBX_ORDER_ARRAYS;
     return status;
+}
+
+/*
+ * The fresh claim's insert waited longer than the lock wait for a row
+ * another open transaction is writing (SQLSTATE 55P03): nothing was
+ * claimed, and the claim function, which reports such a row busy, is
+ * used instead.
+ */
+static int
+fresh_claim_waited(const struct claim_stmt *c, const PGresult *res)
+{
+    const char *state = res != NULL ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+
+    return c->which == OBX_LEDGER_CLAIM_FRESH && state != NULL && strcmp(state, "55P03") == 0;
 }
 
 static outbox_status
@@ -242,9 +259,15 @@ claim(struct obx_ledger *ledger, const char *handler, const struct obx_ledger_ev
         return status;
     }
     claim_stmt_init(&c);
-    status = claim_build(&c, handler, events, count, lease_seconds, lock_wait_ms, as_done, err);
+    status = claim_build(&c, handler, events, count, lease_seconds, lock_wait_ms, as_done,
+                         PQtransactionStatus(ledger->pg.conn) == PQTRANS_IDLE, err);
     if (status == OUTBOX_OK) {
         res = obx_pg_session_exec(&ledger->pg, c.which, c.params, c.nparams);
+        if (fresh_claim_waited(&c, res)) {
+            PQclear(res); /* outside a transaction: that statement was rolled back alone */
+            c.which = OBX_LEDGER_CLAIM;
+            res = obx_pg_session_exec(&ledger->pg, c.which, c.params, c.nparams);
+        }
         status = obx_pg_session_check(&ledger->pg, res, "claim", err);
     }
     if (status == OUTBOX_OK) {
@@ -401,13 +424,12 @@ obx_ledger_mark_done(struct obx_ledger *ledger, const char *handler,
 
 enum { ROUND_BEGIN, ROUND_DONE, ROUND_CLAIM, ROUND_COMMIT, ROUND_STEPS };
 
-outbox_status
-obx_ledger_mark_done_and_claim(struct obx_ledger *ledger, const char *handler,
-                               const struct obx_ledger_event *done_events,
-                               const struct obx_claim *done_claims, size_t done_count,
-                               size_t *marked, const struct obx_ledger_event *events, size_t count,
-                               int lease_seconds, int lock_wait_ms, struct obx_claim *out,
-                               outbox_error *err)
+static outbox_status
+mark_done_and_claim(struct obx_ledger *ledger, const char *handler,
+                    const struct obx_ledger_event *done_events, const struct obx_claim *done_claims,
+                    size_t done_count, size_t *marked, const struct obx_ledger_event *events,
+                    size_t count, int lease_seconds, int lock_wait_ms, int fresh_ok, int *waited,
+                    struct obx_claim *out, outbox_error *err)
 {
     struct done_stmt d;
     struct claim_stmt c;
@@ -434,7 +456,8 @@ obx_ledger_mark_done_and_claim(struct obx_ledger *ledger, const char *handler,
     claim_stmt_init(&c);
     status = done_build(&d, handler, done_events, done_claims, done_count, err);
     if (status == OUTBOX_OK) {
-        status = claim_build(&c, handler, events, count, lease_seconds, lock_wait_ms, 0, err);
+        status =
+            claim_build(&c, handler, events, count, lease_seconds, lock_wait_ms, 0, fresh_ok, err);
     }
     if (status == OUTBOX_OK) {
         /* No RUN claim to mark: the step is a statement that changes nothing. */
@@ -447,6 +470,7 @@ obx_ledger_mark_done_and_claim(struct obx_ledger *ledger, const char *handler,
         status = obx_pg_session_pipeline(&ledger->pg, steps, ROUND_STEPS, res, err);
         sent = status == OUTBOX_OK;
     }
+    *waited = status == OUTBOX_OK && fresh_claim_waited(&c, res[ROUND_CLAIM]);
     for (size_t i = 0; status == OUTBOX_OK && i < ROUND_STEPS; i++) {
         status = obx_pg_session_check(&ledger->pg, res[i],
                                       i == ROUND_DONE    ? "mark done"
@@ -466,6 +490,28 @@ obx_ledger_mark_done_and_claim(struct obx_ledger *ledger, const char *handler,
     }
     done_stmt_fini(&d);
     claim_stmt_fini(&c);
+    return status;
+}
+
+outbox_status
+obx_ledger_mark_done_and_claim(struct obx_ledger *ledger, const char *handler,
+                               const struct obx_ledger_event *done_events,
+                               const struct obx_claim *done_claims, size_t done_count,
+                               size_t *marked, const struct obx_ledger_event *events, size_t count,
+                               int lease_seconds, int lock_wait_ms, struct obx_claim *out,
+                               outbox_error *err)
+{
+    int waited = 0;
+    outbox_status status =
+        mark_done_and_claim(ledger, handler, done_events, done_claims, done_count, marked, events,
+                            count, lease_seconds, lock_wait_ms, 1, &waited, out, err);
+
+    if (status != OUTBOX_OK && waited) {
+        /* Rolled back, marks and all: the round again, with the claim function. */
+        status =
+            mark_done_and_claim(ledger, handler, done_events, done_claims, done_count, marked,
+                                events, count, lease_seconds, lock_wait_ms, 0, &waited, out, err);
+    }
     return status;
 }
 

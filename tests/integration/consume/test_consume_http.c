@@ -377,3 +377,69 @@ Test(consume_http, a_bad_spec_is_refused_at_start_naming_the_option)
         relay_env_fini(&r.env);
     }
 }
+
+/*
+ * Events are claimed ahead of their requests (up to two in-flight windows
+ * more). With one request at a time, each 1.2 s, and a lease of 2 s, the
+ * third event waits longer than its lease for its turn: its claim is
+ * renewed while it waits, so it is never lost nor taken over, and every
+ * event is POSTed once.
+ */
+Test(consume_http, claims_taken_ahead_are_renewed_while_they_wait_for_their_request)
+{
+    enum { EVENTS = 4 };
+    char spec[200];
+    const char *const handlers[] = {spec, NULL};
+    struct run r;
+
+    ep = http_endpoint_start(0, NULL, NULL);
+    cr_assert_not_null(ep);
+    http_endpoint_script(ep, 0, 0, NULL, 0, 204, 1200);
+    hook_spec(spec, sizeof(spec), "[in_flight=1]", http_endpoint_port(ep));
+    relay_test_enqueue(conn, EVENTS);
+    consume_test_env(&r.env, "db", "httpahead", "httpahead", "httpahead");
+    relay_env_set(&r.env, "OUTBOX_MAX_ATTEMPTS", "5");
+    relay_env_set(&r.env, "OUTBOX_LEDGER_LEASE_SECONDS", "2");
+    consume_test_start(&r.consumer, &r.env, "http-1", handlers);
+    HARNESS_WAIT_UNTIL(done_count() == EVENTS, 30000);
+    run_stop(&r);
+
+    cr_assert_eq(http_endpoint_count(ep), EVENTS, "an event was POSTed twice");
+    cr_assert_eq(http_endpoint_max_in_flight(ep), 1, "two requests at once with in_flight=1");
+    cr_assert(!harness_proc_log_contains(&r.consumer, "claim lost"),
+              "a claim taken ahead was lost while it waited");
+    cr_assert_eq(ledger("SELECT coalesce(sum(attempts), 0) FROM outbox.processed_events"), 0);
+}
+
+/*
+ * With one request at a time, the events after the first are claimed
+ * ahead when the endpoint refuses the connection: those claims are given
+ * back (released, due after the pause) with no attempt spent, and every
+ * event is POSTed once the endpoint is back.
+ */
+Test(consume_http, claims_taken_ahead_are_given_back_spending_nothing_in_an_outage)
+{
+    enum { EVENTS = 6 };
+    char spec[200];
+    const char *const handlers[] = {spec, NULL};
+    int port = obx_dev_free_port(); /* nothing listens there yet */
+    struct run r;
+
+    hook_spec(spec, sizeof(spec), "[in_flight=1]", port);
+    relay_test_enqueue(conn, EVENTS);
+    run_start(&r, "httpaheadout", handlers, "1"); /* a spent attempt would dead-letter */
+    HARNESS_WAIT_UNTIL(harness_proc_log_contains(&r.consumer, "cannot reach its endpoint") &&
+                           ledger("SELECT count(*) FROM outbox.processed_events") >= 3,
+                       20000);
+    cr_assert_eq(done_count(), 0);
+    cr_assert_eq(ledger("SELECT coalesce(sum(attempts), 0) FROM outbox.processed_events"), 0,
+                 "a claim given back in an outage spent an attempt");
+
+    ep = http_endpoint_start(port, NULL, NULL); /* the endpoint comes back */
+    cr_assert_not_null(ep, "port %d taken meanwhile", port);
+    HARNESS_WAIT_UNTIL(done_count() == EVENTS, 30000);
+    run_stop(&r);
+    cr_assert_eq(ledger("SELECT count(*) FROM outbox.dead_letters"), 0);
+    cr_assert_eq(ledger("SELECT coalesce(sum(attempts), 0) FROM outbox.processed_events"), 0);
+    cr_assert_eq(http_endpoint_count(ep), EVENTS, "an event was POSTed twice");
+}
