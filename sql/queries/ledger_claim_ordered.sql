@@ -2,7 +2,9 @@
 -- events (an aggregate_seq): ledger_claim.sql's $1-$5, then per event of
 -- $2, in its order: $6 aggregate_type (text[]), $7 aggregate_id (uuid[]),
 -- $8 aggregate_seq (bigint[]; NULL: unordered), $9 message id, $10
--- subject, $11 envelope (text[]: what a parked event needs to run later).
+-- subject, $11 envelope (text[]: what a parked event needs to run later;
+-- NULL arrays in a transaction, where ledger_parked_fill.sql then gives
+-- the parked events theirs before the transaction ends).
 -- The same columns as ledger_claim.sql, and one more state: parked (an
 -- early event, kept in parked_events; ack it). See ledger_claim_ordered()
 -- in migration 0017.

@@ -153,6 +153,18 @@ claims_take(const PGresult *res, size_t count, struct obx_claim *out, outbox_err
     return OUTBOX_OK;
 }
 
+/* 1 if any event of the claim was parked. */
+static int
+claims_parked(const struct obx_claim *claims, size_t count)
+{
+    for (size_t i = 0; i < count; i++) {
+        if (claims[i].state == OBX_CLAIM_PARKED) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 static outbox_status
 claim_check(const char *handler, int lease_seconds, int lock_wait_ms, outbox_error *err)
 {
@@ -195,7 +207,7 @@ claim_stmt_fini(struct claim_stmt *c)
 static outbox_status
 claim_build(struct claim_stmt *c, const char *handler, const struct obx_ledger_event *events,
             size_t count, int lease_seconds, int lock_wait_ms, int as_done, int fresh_ok,
-            outbox_error *err)
+            int with_messages, outbox_error *err)
 {
     outbox_status status = ids_literal(events, count, &c->ids, err);
 
@@ -217,9 +229,10 @@ claim_build(struct claim_stmt *c, const char *handler, const struct obx_ledger_e
         c->nparams = 5;
         return OUTBOX_OK;
     }
-    status = obx_ledger_order_arrays(events, NULL, count, 1, c->order, err);
+    status =
+        obx_ledger_order_arrays(events, NULL, OBX_CLAIM_RUN, count, with_messages, c->order, err);
     for (size_t a = 0; status == OUTBOX_OK && a < OBX_ORDER_ARRAYS; a++) {
-        c->params[5 + a] = c->order[a].data;
+        c->params[5 + a] = c->order[a].data; /* without the messages: NULL, as the SQL says */
     }
     c->which = OBX_LEDGER_CLAIM_ORDERED;
     c->nparams = 5 + OBX_ORDER_ARRAYS;
@@ -248,6 +261,7 @@ claim(struct obx_ledger *ledger, const char *handler, const struct obx_ledger_ev
     struct claim_stmt c;
     PGresult *res = NULL;
     outbox_status status;
+    int in_transaction, with_messages;
 
     obx_error_reset(err);
     status = claim_check(handler, lease_seconds, lock_wait_ms, err);
@@ -258,9 +272,14 @@ claim(struct obx_ledger *ledger, const char *handler, const struct obx_ledger_ev
     if (status != OUTBOX_OK) {
         return status;
     }
+    /* An ordered claim made in a transaction carries the events' messages only when
+     * the last one parked some: a parked event's message is written in the same
+     * transaction either way (below), and most batches park nothing. */
+    in_transaction = PQtransactionStatus(ledger->pg.conn) == PQTRANS_INTRANS;
+    with_messages = !in_transaction || ledger->parked_lately;
     claim_stmt_init(&c);
     status = claim_build(&c, handler, events, count, lease_seconds, lock_wait_ms, as_done,
-                         PQtransactionStatus(ledger->pg.conn) == PQTRANS_IDLE, err);
+                         PQtransactionStatus(ledger->pg.conn) == PQTRANS_IDLE, with_messages, err);
     if (status == OUTBOX_OK) {
         res = obx_pg_session_exec(&ledger->pg, c.which, c.params, c.nparams);
         if (fresh_claim_waited(&c, res)) {
@@ -275,6 +294,12 @@ claim(struct obx_ledger *ledger, const char *handler, const struct obx_ledger_ev
     }
     PQclear(res);
     claim_stmt_fini(&c);
+    if (status == OUTBOX_OK && c.which == OBX_LEDGER_CLAIM_ORDERED) {
+        ledger->parked_lately = claims_parked(out, count);
+        if (ledger->parked_lately && !with_messages) {
+            status = obx_ledger_parked_fill(ledger, handler, events, out, count, err);
+        }
+    }
     return status;
 }
 
@@ -373,7 +398,8 @@ done_build(struct done_stmt *d, const char *handler, const struct obx_ledger_eve
     d->nparams = 3;
     if (d->ordered && d->runs > 0) {
         /* The aggregates' progress moves on with the done mark, in one statement. */
-        status = obx_ledger_order_arrays(events, claims, count, 0, &d->arrays[2], err);
+        status =
+            obx_ledger_order_arrays(events, claims, OBX_CLAIM_RUN, count, 0, &d->arrays[2], err);
         d->params[3] = d->arrays[2].data;
         d->params[4] = d->arrays[3].data;
         d->params[5] = d->arrays[4].data;
@@ -456,8 +482,8 @@ mark_done_and_claim(struct obx_ledger *ledger, const char *handler,
     claim_stmt_init(&c);
     status = done_build(&d, handler, done_events, done_claims, done_count, err);
     if (status == OUTBOX_OK) {
-        status =
-            claim_build(&c, handler, events, count, lease_seconds, lock_wait_ms, 0, fresh_ok, err);
+        status = claim_build(&c, handler, events, count, lease_seconds, lock_wait_ms, 0, fresh_ok,
+                             1, err);
     }
     if (status == OUTBOX_OK) {
         /* No RUN claim to mark: the step is a statement that changes nothing. */

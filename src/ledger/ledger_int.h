@@ -30,6 +30,7 @@ enum obx_ledger_sql {
     OBX_LEDGER_ORDER_BASELINE,
     OBX_LEDGER_OTHER_HANDLER_GAUGES,
     OBX_LEDGER_CLAIM_FRESH,
+    OBX_LEDGER_PARKED_FILL,
     OBX_LEDGER_SQL_COUNT
 };
 
@@ -43,6 +44,7 @@ struct obx_ledger {
     struct obx_pg_session pg;      /* the connection and the statements of enum obx_ledger_sql */
     struct obx_prepared *prepared; /* owned */
     size_t prepared_count;
+    int parked_lately; /* the last ordered claim parked events: the next carries the messages */
 };
 
 /*
@@ -63,11 +65,22 @@ int obx_ledger_events_ordered(const struct obx_ledger_event *events, size_t coun
 /*
  * Appends to each of `arrays` (OBX_ORDER_ARRAYS of them with
  * `with_message`, else the first 3) the {...} literal of that column of
- * the events (NULL elements for unordered ones); with `claims`, of the RUN
- * claims only, in the order done marks list them.
+ * the events (NULL elements for unordered ones); with `claims`, of the
+ * events whose claim is in state `keep` only, in the order of `events`.
  */
 outbox_status obx_ledger_order_arrays(const struct obx_ledger_event *events,
-                                      const struct obx_claim *claims, size_t count,
-                                      int with_message, struct obx_buf *arrays, outbox_error *err);
+                                      const struct obx_claim *claims, enum obx_claim_state keep,
+                                      size_t count, int with_message, struct obx_buf *arrays,
+                                      outbox_error *err);
+
+/*
+ * After an ordered claim made without the messages (in a transaction):
+ * gives the events it parked (claims[i].state OBX_CLAIM_PARKED) their
+ * message id, subject and envelope, in the same transaction.
+ */
+outbox_status obx_ledger_parked_fill(struct obx_ledger *ledger, const char *handler,
+                                     const struct obx_ledger_event *events,
+                                     const struct obx_claim *claims, size_t count,
+                                     outbox_error *err);
 
 #endif

@@ -74,7 +74,8 @@ is_uuid(const char *s)
 
 outbox_status
 obx_ledger_order_arrays(const struct obx_ledger_event *events, const struct obx_claim *claims,
-                        size_t count, int with_message, struct obx_buf *arrays, outbox_error *err)
+                        enum obx_claim_state keep, size_t count, int with_message,
+                        struct obx_buf *arrays, outbox_error *err)
 {
     size_t n = with_message ? OBX_ORDER_ARRAYS : 3;
     const char *sep = "";
@@ -87,8 +88,8 @@ obx_ledger_order_arrays(const struct obx_ledger_event *events, const struct obx_
         int ordered = e->aggregate_seq > 0;
         char seq[24];
 
-        if (claims != NULL && claims[i].state != OBX_CLAIM_RUN) {
-            continue; /* the done mark's arrays hold the RUN claims only */
+        if (claims != NULL && claims[i].state != keep) {
+            continue; /* e.g. the done mark's arrays hold the RUN claims only */
         }
         if (ordered && (e->aggregate_type == NULL || !is_uuid(e->aggregate_id))) {
             return obx_fail(err, OUTBOX_EINVAL,
@@ -125,6 +126,45 @@ obx_parked_set_fini(struct obx_parked_set *set)
     }
     free(set->rows);
     memset(set, 0, sizeof(*set));
+}
+
+outbox_status
+obx_ledger_parked_fill(struct obx_ledger *ledger, const char *handler,
+                       const struct obx_ledger_event *events, const struct obx_claim *claims,
+                       size_t count, outbox_error *err)
+{
+    struct obx_buf ids, arrays[OBX_ORDER_ARRAYS];
+    const char *params[5] = {handler};
+    outbox_status status;
+
+    obx_buf_init(&ids);
+    for (size_t a = 0; a < OBX_ORDER_ARRAYS; a++) {
+        obx_buf_init(&arrays[a]);
+    }
+    obx_buf_append_str(&ids, "{");
+    for (size_t i = 0; i < count; i++) {
+        if (claims[i].state == OBX_CLAIM_PARKED) {
+            obx_buf_appendf(&ids, "%s%s", ids.len > 1 ? "," : "", events[i].event_id);
+        }
+    }
+    obx_buf_append_str(&ids, "}");
+    status = obx_ledger_order_arrays(events, claims, OBX_CLAIM_PARKED, count, 1, arrays, err);
+    if (status == OUTBOX_OK && obx_buf_failed(&ids)) {
+        status = obx_fail(err, OUTBOX_ENOMEM, "fill parked events: out of memory");
+    }
+    if (status == OUTBOX_OK) {
+        params[1] = ids.data;
+        params[2] = arrays[3].data; /* message ids, subjects, envelopes */
+        params[3] = arrays[4].data;
+        params[4] = arrays[5].data;
+        status = obx_pg_session_run(&ledger->pg, OBX_LEDGER_PARKED_FILL, params, 5,
+                                    "fill parked events", err);
+    }
+    for (size_t a = 0; a < OBX_ORDER_ARRAYS; a++) {
+        obx_buf_fini(&arrays[a]);
+    }
+    obx_buf_fini(&ids);
+    return status;
 }
 
 static outbox_status

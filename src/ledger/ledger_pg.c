@@ -48,6 +48,7 @@ static const char *const sql_templates[OBX_LEDGER_SQL_COUNT] = {
     [OBX_LEDGER_ORDER_BASELINE] = obx_sql_ledger_order_baseline,
     [OBX_LEDGER_OTHER_HANDLER_GAUGES] = obx_sql_ledger_other_handler_gauges,
     [OBX_LEDGER_CLAIM_FRESH] = obx_sql_ledger_claim_fresh,
+    [OBX_LEDGER_PARKED_FILL] = obx_sql_ledger_parked_fill,
 };
 
 void

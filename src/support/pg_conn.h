@@ -58,7 +58,7 @@ outbox_status obx_pg_target_connect(const struct obx_pg_target *t, PGconn **conn
  * once for the schema, and the live connection. The store (relay, DB feed)
  * and the ledger (consumers) each hold one; pg_session_pg.c.
  */
-enum { OBX_PG_SESSION_MAX_SQL = 16 };
+enum { OBX_PG_SESSION_MAX_SQL = 24 };
 /* `prepared` below holds one bit per statement. */
 _Static_assert(OBX_PG_SESSION_MAX_SQL <= sizeof(unsigned) * 8, "prepared bits overflow");
 

@@ -169,6 +169,64 @@ Test(ledger_order, a_run_out_of_batch_order_runs_its_first_and_parks_the_rest)
     obx_ledger_close(ledger);
 }
 
+/* 1 if `event_id` is parked for `handler` with its message id, subject and envelope. */
+static long long
+parked_whole(const char *handler, const char *event_id)
+{
+    char where[512];
+
+    snprintf(where, sizeof(where),
+             "handler = '%s' AND event_id = '%s' AND message_id = '%s' "
+             "AND subject = 'outbox.order.changed' "
+             "AND envelope = (SELECT e.envelope::text FROM outbox.events AS e WHERE e.id = '%s')",
+             handler, event_id, event_id, event_id);
+    return helper_count(conn, "parked_events", where);
+}
+
+/*
+ * A claim in a transaction carries the events' messages only when the last
+ * one parked some; either way, each event it parks is kept whole when the
+ * transaction commits, and nothing is parked when it rolls back.
+ */
+Test(ledger_order, events_parked_in_a_transaction_are_kept_with_their_messages)
+{
+    struct obx_ledger *ledger = helper_ledger_open("order-test");
+    struct helper_ordered o;
+    struct obx_ledger_event batch[3];
+    struct obx_claim claims[3];
+    outbox_error err;
+
+    helper_register_ordered(ledger, "audit");
+    o = helper_ordered_new(conn, 3, 3);
+    /* Three batches, one aggregate each, every one [2, 1, 3]: the first claim is made
+     * without the messages (nothing parked before it), the next two with them. */
+    for (int agg = 0; agg < 3; agg++) {
+        const struct obx_ledger_event *e = &o.events[agg * 3];
+
+        batch[0] = e[1];
+        batch[1] = e[0];
+        batch[2] = e[2];
+        LEDGER_OK(obx_ledger_begin(ledger, &err));
+        LEDGER_OK(obx_ledger_claim_as_done(ledger, "audit", batch, 3, 1000, claims, &err));
+        cr_assert_eq(claims[0].state, OBX_CLAIM_PARKED, "batch %d: 2 before 1 parks", agg);
+        cr_assert_eq(claims[2].state, OBX_CLAIM_PARKED, "batch %d: 3 after a parked 2", agg);
+        if (agg == 1) {
+            obx_ledger_rollback(ledger);
+            cr_assert_eq(parked("audit", e[1].event_id) + parked("audit", e[2].event_id), 0,
+                         "rolled back: nothing parked");
+            continue;
+        }
+        LEDGER_OK(obx_ledger_commit(ledger, &err));
+        cr_assert_eq(parked_whole("audit", e[1].event_id), 1,
+                     "batch %d: event 2 parked with its message id, subject and envelope", agg);
+        cr_assert_eq(parked_whole("audit", e[2].event_id), 1,
+                     "batch %d: event 3 parked with its message id, subject and envelope", agg);
+    }
+    cr_assert_eq(helper_count(conn, "parked_events", "true"), 4);
+    helper_ordered_free(&o);
+    obx_ledger_close(ledger);
+}
+
 /* Claimed for runs one by one (each its own savepoint), only the next may run. */
 Test(ledger_order, a_batch_claimed_for_separate_runs_runs_the_next_event_and_parks_the_rest)
 {
