@@ -423,8 +423,9 @@ claim_two_as_done(void *arg)
 
     h->status = obx_ledger_begin(h->ledger, &err);
     if (h->status == OUTBOX_OK) {
+        /* A lock wait long enough for the test to see it waiting on a loaded machine. */
         h->status =
-            obx_ledger_claim_as_done(h->ledger, "audit", h->batch, 2, 1000, h->claims, &err);
+            obx_ledger_claim_as_done(h->ledger, "audit", h->batch, 2, 10000, h->claims, &err);
     }
     if (h->status == OUTBOX_OK) {
         h->status = obx_ledger_commit(h->ledger, &err);
