@@ -13,6 +13,7 @@
 #include "config/config_warn.h"
 #include "logsink.h"
 #include "outboxd/demo/demo.h"
+#include "outboxd/service/exit_guard.h"
 #include "outboxd/service/health.h"
 #include "support/log.h"
 
@@ -115,6 +116,7 @@ main(int argc, char **argv)
     int rest = 0, code;
     char **given;
 
+    obx_exit_guard_install(); /* before any library registers an exit handler */
     if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
         usage(stdout);
         return 0;

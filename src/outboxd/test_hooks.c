@@ -8,8 +8,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "common/clock.h"
 #include "consume/consumer_test_hooks.h"
 #include "relay/relay_test_hooks.h"
+#include "support/log.h"
 
 #include "common/banned.h" /* last: poisons unsafe functions */
 
@@ -23,6 +25,16 @@ env_number(const char *name)
     return v != NULL ? strtol(v, NULL, 10) : 0;
 }
 
+static int stall_at_exit_ms;
+
+/* An exit handler that never returns in time, as a library's can while its threads run. */
+static void
+stall_at_exit(void)
+{
+    obx_log(OUTBOX_LOG_INFO, "stalling at exit on purpose ms=%d", stall_at_exit_ms);
+    obx_sleep_ms(stall_at_exit_ms);
+}
+
 void
 obx_test_hooks_apply_relay(outbox_relay *relay)
 {
@@ -32,6 +44,10 @@ obx_test_hooks_apply_relay(outbox_relay *relay)
 
     snprintf(h.crash_on_event_type, sizeof(h.crash_on_event_type), "%s", poison ? poison : "");
     obx_relay_set_test_hooks(relay, &h);
+    stall_at_exit_ms = (int)env_number("OUTBOX_TEST_STALL_AT_EXIT_MS");
+    if (stall_at_exit_ms > 0) {
+        atexit(stall_at_exit); /* after main's guard handler: it runs first, while guarded */
+    }
 }
 
 void

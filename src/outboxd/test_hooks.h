@@ -14,6 +14,8 @@
  * OUTBOX_TEST_CRASH_ON_EVENT_TYPE=T: the relay aborts when it leases an
  * event of type T (crash loops). OUTBOX_TEST_CRASH_AFTER_PUBLISH=N: it
  * aborts when its Nth new batch is acked, before finishing it.
+ * OUTBOX_TEST_STALL_AT_EXIT_MS=N: an exit handler sleeps N ms, as a
+ * library's exit handler can stall while its threads still run.
  */
 void obx_test_hooks_apply_relay(outbox_relay *relay);
 

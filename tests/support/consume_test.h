@@ -193,6 +193,8 @@ consume_test_stop(struct harness_proc *p, int timeout_ms)
     }
     cr_assert(!harness_proc_log_contains(p, RELAY_TEST_SECRET),
               "the consumer logged a password:\n%s", harness_proc_log(p));
+    cr_assert(!harness_proc_log_contains(p, DAEMON_EXIT_STALLED),
+              "the consumer's exit stalled after its stop:\n%s", consume_test_log_tail(p, 3000));
 }
 
 /* A number from SQL with `arg` as its only parameter ($1). */

@@ -81,6 +81,13 @@ relay_test_start(struct harness_proc *p, struct relay_env *env, const char *name
  */
 #define RELAY_TEST_SECRET "pw-7Hq2-never-logged"
 
+/*
+ * What a daemon logs when its exit guard ended it (src/outboxd/service/
+ * exit_guard.c): something after its worker stalled. The guard keeps the
+ * stop bounded; the stops below still fail on it, so a stall is seen.
+ */
+#define DAEMON_EXIT_STALLED "exit stalled after the stop"
+
 /* `url` with RELAY_TEST_SECRET as its password unless it has one; malloc'd. */
 static inline char *
 relay_test_db_url_with_secret(const char *url)
@@ -185,6 +192,9 @@ relay_test_stop(struct harness_proc *p, int timeout_ms)
                        log != NULL ? log + (len > 3000 ? len - 3000 : 0) : "");
     }
     cr_assert(!harness_proc_log_contains(p, RELAY_TEST_SECRET), "the relay logged a password:\n%s",
+              harness_proc_log(p));
+    cr_assert(!harness_proc_log_contains(p, DAEMON_EXIT_STALLED),
+              "the relay's exit stalled after its stop; its log ends with:\n%s",
               harness_proc_log(p));
 }
 

@@ -13,6 +13,7 @@
 #include <signal.h>
 #include <time.h>
 
+#include "outboxd/service/exit_guard.h"
 #include "outboxd/service/lifecycle.h"
 #include "support/log.h"
 
@@ -124,6 +125,9 @@ obx_daemon_run(const struct obx_daemon_job *job, int drain_timeout_seconds)
         return 1;
     }
     wait_for_signal(&ws, &set);
+    /* From here the process ends within the drain timeout and a grace period, whatever
+     * stalls after the worker (exit_guard.c). */
+    obx_exit_guard_arm(drain_timeout_seconds + OBX_EXIT_GRACE_SECONDS);
     obx_lifecycle_stopping();
     job->stop(job->ctx);
     if (!wait_done(&ws, drain_timeout_seconds)) {
@@ -135,13 +139,16 @@ obx_daemon_run(const struct obx_daemon_job *job, int drain_timeout_seconds)
                     "drain timeout exceeded with nothing in flight, exiting job=%s "
                     "drain_timeout_seconds=%d",
                     job->name, drain_timeout_seconds);
+            obx_exit_guard_set_code(0);
             return 0;
         }
         /* Leases held now expire and other replicas take the rows over. */
         obx_log(OUTBOX_LOG_WARN, "drain timeout exceeded, exiting job=%s drain_timeout_seconds=%d",
                 job->name, drain_timeout_seconds);
+        obx_exit_guard_set_code(1);
         return 1;
     }
+    obx_exit_guard_set_code(ws.exit_code); /* read under the lock by wait_done: it is final */
     pthread_join(thread, NULL);
     pthread_cond_destroy(&ws.done_cond);
     pthread_mutex_destroy(&ws.lock);

@@ -7,7 +7,9 @@
  * finish or release what it holds. A worker that overruns is abandoned:
  * its leases expire and another replica takes the rows over. Abandoned
  * while busy, the process exits 1; abandoned with nothing in flight (say,
- * closing a connection to a broker that went away), it exits 0.
+ * closing a connection to a broker that went away), it exits 0. Whatever
+ * stalls after that, the process ends OBX_EXIT_GRACE_SECONDS after the
+ * drain timeout (exit_guard.h).
  */
 #ifndef OBX_DAEMON_H
 #define OBX_DAEMON_H

@@ -6,7 +6,9 @@
  * and on an abstract $NOTIFY_SOCKET the test binds itself; the ready log
  * line, printed exactly once; and `outboxd health`, which the container
  * image's HEALTHCHECK runs: 0 while /readyz answers 200, 1 while it
- * answers 503 or nothing listens, 2 on bad usage.
+ * answers 503 or nothing listens, 2 on bad usage; and the end of a stop: a
+ * process whose exit stalls after its worker is done still ends within the
+ * drain timeout and the exit grace, with its drain's exit code.
  */
 #include <netinet/in.h>
 #include <poll.h>
@@ -188,6 +190,45 @@ Test(daemon_readiness, a_relay_notifies_ready_watchdog_and_stopping_and_logs_rea
     free(log);
     relay_env_fini(&env);
     sink_close(&sink);
+}
+
+/*
+ * After the worker stopped, an exit handler sleeps 60 s (a test hook), as a
+ * library's can while its threads run: the relay still ends within the
+ * drain timeout and the exit grace (src/outboxd/service/exit_guard.h), with
+ * the drain's code, 0, and says why in one line.
+ */
+Test(daemon_readiness, a_relay_whose_exit_stalls_ends_within_the_drain_timeout_and_the_grace)
+{
+    enum { DRAIN_S = 2, GRACE_S = 3 };
+    struct relay_env env;
+    struct harness_proc relay;
+    long long asked_ms, took_ms;
+    int status;
+
+    relay_test_env(&env, "EXIT_STALL", "exitstall");
+    relay_env_set_int(&env, "OUTBOX_DRAIN_TIMEOUT_SECONDS", DRAIN_S);
+    relay_env_set(&env, "OUTBOX_TEST_STALL_AT_EXIT_MS", "60000");
+    relay_test_start(&relay, &env, "exit-stall");
+    HARNESS_WAIT_UNTIL(harness_proc_log_contains(&relay, READY_LINE "relay"), 30000);
+
+    asked_ms = harness_now_ms();
+    kill(relay.pid, SIGTERM);
+    status = harness_proc_wait(&relay, 30000);
+    took_ms = harness_now_ms() - asked_ms;
+    cr_log_info("a stalled exit ended %lld ms after SIGTERM", took_ms);
+    cr_assert_eq(status, 0, "exit status %d (-1: still running 30 s on):\n%s", status,
+                 consume_test_log_tail(&relay, 3000));
+    cr_assert(harness_proc_log_contains(&relay, "relay stopped"), "%s",
+              consume_test_log_tail(&relay, 3000));
+    cr_assert(harness_proc_log_contains(&relay, "stalling at exit on purpose"),
+              "the hook did not stall the exit:\n%s", consume_test_log_tail(&relay, 3000));
+    cr_assert(harness_proc_log_contains(
+                  &relay, "level=warn exit stalled after the stop, ending the process code=0"),
+              "%s", consume_test_log_tail(&relay, 3000));
+    cr_assert_lt(took_ms, (DRAIN_S + GRACE_S) * 1000 + 2000,
+                 "a %d s drain timeout and a %d s grace took %lld ms", DRAIN_S, GRACE_S, took_ms);
+    relay_env_fini(&env);
 }
 
 Test(daemon_readiness, a_consumer_notifies_an_abstract_socket)
