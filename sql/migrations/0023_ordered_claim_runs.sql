@@ -92,35 +92,35 @@ BEGIN
                  ORDER BY u.id, u.ord
             ), ev AS (
                 SELECT i.id, i.t, i.a, i.s, row_number() OVER w AS k,
-                       min(i.s) OVER (PARTITION BY i.t, i.a) AS first,
+                       min(i.s) OVER g AS first, max(i.s) OVER g AS last,
                        coalesce(lag(i.ord) OVER w < i.ord, true) AS later
                   FROM inp AS i
-                WINDOW w AS (PARTITION BY i.t, i.a ORDER BY i.s, i.id)
-            ), agg AS (
-                SELECT e.t, e.a, min(e.s) - 1 AS done, max(e.s) AS last,
-                       bool_and(e.s = e.first + e.k - 1 AND e.later
-                                AND (e.k = 1
-                                     OR NOT EXISTS (SELECT FROM /*schema*/processed_events AS q
-                                                     WHERE q.event_id = e.id
-                                                       AND q.handler = claim_handler))) AS runs
-                  FROM ev AS e
-                 GROUP BY e.t, e.a
+                WINDOW w AS (PARTITION BY i.t, i.a ORDER BY i.s, i.id),
+                       g AS (PARTITION BY i.t, i.a)
             ), prog AS (
-                SELECT x.t, x.a, x.done, x.last, x.runs, g.tid, g.last_seq
-                  FROM agg AS x
+                -- per aggregate (its first event), the row as it is
+                SELECT e.t, e.a, e.first - 1 AS done, e.last, g.tid, g.last_seq
+                  FROM ev AS e
                   LEFT JOIN LATERAL (
                         SELECT g.ctid AS tid, g.last_seq
                           FROM /*schema*/handler_progress AS g
-                         WHERE g.handler = claim_handler AND g.aggregate_type = x.t
-                           AND g.aggregate_id = x.a
+                         WHERE g.handler = claim_handler AND g.aggregate_type = e.t
+                           AND g.aggregate_id = e.a
                          LIMIT 1) AS g ON true
+                 WHERE e.k = 1
             )
-            SELECT coalesce(bool_and(p.runs AND coalesce(p.last_seq, 0) = p.done), true),
-                   coalesce(array_agg(p.t ORDER BY p.t, p.a), '{}'),
-                   coalesce(array_agg(p.a ORDER BY p.t, p.a), '{}'),
-                   coalesce(array_agg(p.done ORDER BY p.t, p.a), '{}'),
-                   coalesce(array_agg(p.tid ORDER BY p.t, p.a), '{}'),
-                   coalesce(array_agg(p.last ORDER BY p.t, p.a), '{}'),
+            SELECT coalesce(bool_and(coalesce(p.last_seq, 0) = p.done), true)
+                   AND (SELECT coalesce(bool_and(e.s = e.first + e.k - 1 AND e.later
+                                                 AND (e.k = 1
+                                                      OR NOT EXISTS (
+                                                             SELECT FROM /*schema*/processed_events AS q
+                                                              WHERE q.event_id = e.id
+                                                                AND q.handler = claim_handler))),
+                                        true)
+                          FROM ev AS e),
+                   coalesce(array_agg(p.t), '{}'), coalesce(array_agg(p.a), '{}'),
+                   coalesce(array_agg(p.done), '{}'), coalesce(array_agg(p.tid), '{}'),
+                   coalesce(array_agg(p.last), '{}'),
                    (SELECT coalesce(array_agg(e.id ORDER BY e.t, e.a, e.k), '{}') FROM ev AS e),
                    (SELECT coalesce(array_agg(e.t ORDER BY e.t, e.a, e.k), '{}') FROM ev AS e),
                    (SELECT coalesce(array_agg(e.a ORDER BY e.t, e.a, e.k), '{}') FROM ev AS e),
