@@ -379,9 +379,9 @@ Test(consume_http, a_bad_spec_is_refused_at_start_naming_the_option)
 }
 
 /*
- * Events are claimed ahead of their requests (up to two in-flight windows
+ * Events are claimed ahead of their requests (up to eight in-flight windows
  * more). With one request at a time, each 1.2 s, and a lease of 2 s, the
- * third event waits longer than its lease for its turn: its claim is
+ * third and fourth events wait longer than their lease for their turn: each claim is
  * renewed while it waits, so it is never lost nor taken over, and every
  * event is POSTed once.
  */
