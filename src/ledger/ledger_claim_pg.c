@@ -261,7 +261,8 @@ claim(struct obx_ledger *ledger, const char *handler, const struct obx_ledger_ev
     struct claim_stmt c;
     PGresult *res = NULL;
     outbox_status status;
-    int in_transaction, with_messages;
+    PGTransactionStatusType txn;
+    int with_messages;
 
     obx_error_reset(err);
     status = claim_check(handler, lease_seconds, lock_wait_ms, err);
@@ -275,11 +276,11 @@ claim(struct obx_ledger *ledger, const char *handler, const struct obx_ledger_ev
     /* An ordered claim made in a transaction carries the events' messages only when
      * the last one parked some: a parked event's message is written in the same
      * transaction either way (below), and most batches park nothing. */
-    in_transaction = PQtransactionStatus(ledger->pg.conn) == PQTRANS_INTRANS;
-    with_messages = !in_transaction || ledger->parked_lately;
+    txn = PQtransactionStatus(ledger->pg.conn);
+    with_messages = txn != PQTRANS_INTRANS || ledger->parked_lately;
     claim_stmt_init(&c);
     status = claim_build(&c, handler, events, count, lease_seconds, lock_wait_ms, as_done,
-                         PQtransactionStatus(ledger->pg.conn) == PQTRANS_IDLE, with_messages, err);
+                         txn == PQTRANS_IDLE, with_messages, err);
     if (status == OUTBOX_OK) {
         res = obx_pg_session_exec(&ledger->pg, c.which, c.params, c.nparams);
         if (fresh_claim_waited(&c, res)) {
