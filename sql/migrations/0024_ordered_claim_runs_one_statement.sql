@@ -10,9 +10,11 @@
 -- followers never claimed before) and, if it holds, moves each row on
 -- where it still holds the number before the aggregate's first event: an
 -- index probe and an update per aggregate, in key order. A row that does
--- not (moved by another transaction, or missing where the first event is
--- not 1) leaves the count short, and the batch is undone to a savepoint
--- and decided under the locks, as in 0021. The arrays the rare steps read
+-- not (at another number, moved or made by another transaction, or
+-- missing where the first event is not 1) leaves the count short: the
+-- statement is undone to a savepoint and the batch decided as in 0023
+-- when its check failed (the rows read unlocked, then 0021's one write);
+-- a lock wait over the limit or a deadlock sends it to the locked path. The arrays the rare steps read
 -- (an event of the batch that does not run) are built only when one is
 -- needed.
 
@@ -156,12 +158,16 @@ BEGIN
                   INTO runs_on, to_move, follows, moved
                   FROM fit AS f;
                 IF runs_on AND moved < to_move THEN
-                    RAISE SQLSTATE 'OB021'; -- a row not where it was read: undo, decide again
+                    -- a row at another number (or moved since it was read): undo,
+                    -- and decide on the rows as they are, as below
+                    RAISE SQLSTATE 'OB024';
                 END IF;
-            EXCEPTION WHEN lock_not_available OR deadlock_detected OR SQLSTATE 'OB021' THEN
-                runs_on := false;
-                one_write := false; -- decide again, under the locks
-                follows := '{}';
+            EXCEPTION
+                WHEN SQLSTATE 'OB024' THEN
+                    runs_on := false;
+                WHEN lock_not_available OR deadlock_detected THEN
+                    runs_on := false;
+                    one_write := false; -- decide again, under the locks
             END;
             IF runs_on THEN
                 arrays_later := true; -- built below only if an event does not run
