@@ -82,19 +82,23 @@ static const char *const one_effect[] = {CONSUME_EFFECT("audit"), NULL};
 #define HOLD_FOR_EVER (-1)
 
 /*
- * In the writer's open transaction: holds back every unpublished event
+ * In the writer's open transaction: holds back every event it wrote
  * numbered `held_seq` for `hold_ms` (HOLD_FOR_EVER: never given), so the
- * rest of its aggregate goes out first.
+ * rest of its aggregate goes out first. Only this transaction's rows (their
+ * business rows' xmin): rows an earlier one committed may be under a relay's
+ * update, and taking them too could deadlock with it.
  */
 static void
 hold_back(int held_seq, int hold_ms)
 {
-    char sql[512];
+    char sql[768];
     int hold = holds;
 
     snprintf(sql, sizeof(sql),
              "WITH h AS (UPDATE outbox.events SET published_at = now(), "
              "next_attempt_at = 'infinity' WHERE aggregate_seq = %d AND published_at IS NULL "
+             "AND id IN (SELECT c.id FROM public.committed c WHERE c.xmin::text = "
+             "(pg_current_xact_id()::text::bigint %% 4294967296)::text) "
              "RETURNING id) INSERT INTO public.held SELECT id, %d FROM h",
              held_seq, hold);
     harness_exec(conn, sql);
