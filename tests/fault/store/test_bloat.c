@@ -34,7 +34,8 @@
  *
  * CI form: 30 s in mark mode and 25 s in prune mode at 1 000 events/s,
  * with autovacuum_naptime at 3 s (the run is about 240x shorter than the
- * soak's, the nap 20x); skipped without a superuser to set it. Soak
+ * soak's, the nap 20x); skipped without a superuser to set it; run alone
+ * (RUN_SERIAL), as a neighbour's CPU bursts would move the p99. Soak
  * (OUTBOX_TEST_SOAK=1, prune mode only): about 2 h at the default nap of
  * 60 s, and at least one autovacuum of the outbox per 2 minutes.
  */
@@ -247,6 +248,10 @@ soak_run(const char *mode, const char *stream, const char *prefix, int seconds)
         worst_backlog = s[n].backlog > worst_backlog ? s[n].backlog : worst_backlog;
         most_entries = s[n].index_entries > most_entries ? s[n].index_entries : most_entries;
         most_rows = s[n].rows_scanned > most_rows ? s[n].rows_scanned : most_rows;
+        cr_log_info("T15 %s: at %.1f s: %lld dead rows, %lld autovacuums; per lease %.0f "
+                    "claim-index entries, %.0f rows read",
+                    mode, (double)(s[n].at_ms - started) / 1000.0, s[n].dead, s[n].autovacuums,
+                    s[n].index_entries, s[n].rows_scanned);
         n++;
         relay_test_assert_running(&relay, "the relay");
     }
@@ -289,9 +294,17 @@ soak_run(const char *mode, const char *stream, const char *prefix, int seconds)
                   worst_backlog, rate);
     cr_assert_gt(p99_first, 0, "no leases in the first quarter");
     cr_assert_gt(p99_last, 0, "no leases in the last quarter");
+    /* With the work behind the timings, so a failure in CI tells bloat from a busy machine. */
     cr_assert_leq(p99_last, 3 * p99_first + 2.5,
-                  "lease p99 grew from %.2f ms to %.2f ms through the run", p99_first, p99_last);
-    cr_assert_leq(p99_last, 20, "lease p99 of the last quarter is %.2f ms", p99_last);
+                  "lease p99 grew from %.2f ms to %.2f ms through the run (dead rows peaked at "
+                  "%lld in the first third, %lld in the last; per lease at most %.0f claim-index "
+                  "entries and %.0f rows read)",
+                  p99_first, p99_last, dead_peak(s, n, 0, 1.0 / 3), dead_peak(s, n, 2.0 / 3, 1),
+                  most_entries, most_rows);
+    cr_assert_leq(p99_last, 20,
+                  "lease p99 of the last quarter is %.2f ms (dead rows peaked at %lld in the last "
+                  "third; per lease at most %.0f claim-index entries and %.0f rows read)",
+                  p99_last, dead_peak(s, n, 2.0 / 3, 1), most_entries, most_rows);
     if (strcmp(mode, "prune") == 0) {
         cr_assert_leq(end->bytes, 2 * sixth->bytes,
                       "in prune mode the outbox grew from %lld kB at 1/6 of the run to %lld kB",
