@@ -436,8 +436,10 @@ claim_two_as_done(void *arg)
 static long long
 claims_waiting_on_a_lock(void)
 {
+    /* This test's database only: the tests beside it race claims of their own. */
     return harness_scalar_ll(conn, "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type "
-                                   "= 'Lock' AND query LIKE '%ledger_claim_ordered%'");
+                                   "= 'Lock' AND query LIKE '%ledger_claim_ordered%' AND datname "
+                                   "= current_database()");
 }
 
 /* `done_before` events of a new aggregate done first; the race is over the next two. */
