@@ -152,21 +152,25 @@ start_replica(struct pipeline *p, int i)
     consume_test_start(&p->replicas[i], &p->env, name, p->handlers);
 }
 
-/* Starts the relays (JetStream) and the consumer replicas. */
+/*
+ * Starts the consumer replicas, then the relays (JetStream). A handler's
+ * order starts at its registration (docs/ordering.md, baseline): events
+ * published before it run once, unordered. The checks here hold every event
+ * to its order, so nothing is published before both handlers (every
+ * pipeline here has audit and mailer) have taken their baselines.
+ */
 static void
 pipeline_start(struct pipeline *p)
 {
-    for (int i = 0; p->jetstream && i < RELAYS; i++) {
-        start_relay(p, i);
-    }
     for (int i = 0; i < REPLICAS; i++) {
         start_replica(p, i);
     }
-    /* A handler's order starts at its registration (docs/ordering.md, baseline): events
-     * published before it run once, unordered. Every pipeline here has audit and mailer. */
     HARNESS_WAIT_UNTIL(harness_scalar_ll(conn, "SELECT count(*) FROM outbox.handler_baselines "
                                                "WHERE handler IN ('audit', 'mailer')") == 2,
                        30000);
+    for (int i = 0; p->jetstream && i < RELAYS; i++) {
+        start_relay(p, i);
+    }
 }
 
 /* The test's pipeline: a static, so that a failed test's teardown frees its settings. */
