@@ -177,6 +177,15 @@ effects_out_of_order(PGconn *conn)
                                   "NOT NULL) AS x WHERE x.aggregate_seq <> x.k");
 }
 
+/* Events parked so far (every insert into parked_events, removed or not). */
+static long long
+parked_ever(PGconn *conn)
+{
+    obx_bench_exec(conn, "SELECT pg_stat_clear_snapshot()");
+    return obx_bench_scalar(conn, "SELECT coalesce(sum(n_tup_ins), 0) FROM pg_stat_user_tables "
+                                  "WHERE relid = 'outbox.parked_events'::regclass");
+}
+
 /*
  * Two replicas of the SQL handler on JetStream drain a load of `aggregates`
  * (0: unordered), published beforehand by two relays (not timed). The
@@ -196,6 +205,7 @@ ordered_drain(const struct obx_bench_env *env, PGconn *conn, int aggregates, dou
     struct obx_bench_relay_case rc = {.replicas = 2, .batch = 500, .events = env->events};
     json_t *line;
     double rate;
+    long long parked_before;
 
     obx_bench_effects_reset(conn);
     obx_bench_exec(conn, "TRUNCATE outbox.handler_progress, outbox.handler_baselines, "
@@ -208,6 +218,7 @@ ordered_drain(const struct obx_bench_env *env, PGconn *conn, int aggregates, dou
         exit(1);
     }
     obx_bench_relay_case(env, &rc);
+    parked_before = parked_ever(conn);
     rate = run_consumers(env, &c);
     line =
         json_pack("{s:s, s:s, s:i, s:i, s:I, s:f, s:f, s:I, s:b, s:I, s:I, s:I}", "bench",
@@ -220,6 +231,10 @@ ordered_drain(const struct obx_bench_env *env, PGconn *conn, int aggregates, dou
     json_object_set_new(line, "ratio_to_unordered",
                         unordered > 0 && aggregates > 0 ? json_real(rate / unordered)
                                                         : json_null());
+    /* how much of the drain went through parking: the consumers' sessions
+     * have ended, so their counts are in the statistics */
+    json_object_set_new(line, "parked_during_drain",
+                        json_integer(parked_ever(conn) - parked_before));
     obx_bench_emit(line);
     obx_bench_stream_delete(env->nats_url, c.stream);
     return rate;
