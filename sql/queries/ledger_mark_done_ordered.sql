@@ -16,13 +16,14 @@ WITH done AS (
 ), moved AS (
     UPDATE /*schema*/handler_progress AS g
        SET last_seq = x.seq, updated_at = now()
-      FROM (SELECT o.aggregate_type, o.aggregate_id, max(o.aggregate_seq) AS seq
+      FROM (SELECT $1::text AS handler, o.aggregate_type, o.aggregate_id,
+                   max(o.aggregate_seq) AS seq
               FROM unnest($2::uuid[], $4::text[], $5::uuid[], $6::bigint[])
                    AS o(event_id, aggregate_type, aggregate_id, aggregate_seq)
               JOIN done AS d ON d.event_id = o.event_id
              WHERE o.aggregate_seq IS NOT NULL
              GROUP BY o.aggregate_type, o.aggregate_id) AS x
-     WHERE g.handler = $1::text AND g.aggregate_type = x.aggregate_type
+     WHERE g.handler = x.handler AND g.aggregate_type = x.aggregate_type
        AND g.aggregate_id = x.aggregate_id AND g.last_seq < x.seq
 )
 SELECT count(*) AS marked FROM done

@@ -1,9 +1,10 @@
--- 0026_ordered_claim_waits_for_a_near_predecessor: 0025's
--- ledger_claim_ordered() with one step added. A batch claimed as done whose
--- every event is early (each aggregate's progress is short of its first
--- number) waits a little for a predecessor before it parks, and is decided
--- again as soon as one of its aggregates reaches the number before its
--- first.
+-- 0026_ordered_claim_waits_and_lets_the_batch_lead: 0025's
+-- ledger_claim_ordered() with two changes.
+--
+-- 1. A batch claimed as done whose every event is early (each aggregate's
+-- progress short of its first number) waits a little for a predecessor
+-- before it parks, and is decided again as soon as one of its aggregates
+-- reaches the number before its first.
 --
 -- Why: two replicas drain one busy aggregate in turns. Replica A fetches
 -- the batch after replica B's, and when A's claim reaches the server before
@@ -16,15 +17,26 @@
 -- and run next. Waiting for the predecessor to come is the same wait, one
 -- step earlier.
 --
--- The wait: at most ORDER_EARLY_WAIT (100 ms, or the claim's lock wait if
--- shorter) per call, the progress rows read every millisecond without a
--- lock (no row of this batch's aggregates is locked by this transaction
--- then: the first statement's writes were undone, and the read took no
--- lock, so the predecessor's claim is never held up by the waiter). A batch
--- with any event that runs, is busy, sits at or below its progress, has no
+-- The wait: at most 100 ms (or the claim's lock wait if shorter) per call,
+-- the progress rows read every millisecond without a lock (no row of this
+-- batch's aggregates is locked by this transaction then: the first
+-- statement's writes were undone, and the read took no lock, so the
+-- predecessor's claim is never held up by the waiter). A batch with any
+-- event that runs, is busy, sits at or below its progress, has no
 -- aggregate, or meets a gap skips may close does not wait, nor does a claim
 -- outside a transaction's done mark (the locked path). After the wait,
 -- the batch parks as before.
+--
+-- 2. The updates that join the batch's aggregates to handler_progress take
+-- the handler from the batch's side (g.handler = y.h, y.h being the
+-- handler) instead of a constant. With the constant, the handler's rows
+-- are a scan of their own, and statistics taken while the handler had one
+-- row (its column then looks unique) estimate them at one row, as the
+-- batch's aggregates are: the planner could then lead with the handler's
+-- rows and read the batch once per row. Seen in outbox-bench: 0.5 s a
+-- claim over 10,000 rows, the drain at 1,400 events/s, until the next
+-- ANALYZE. Joined through the batch, the table has no condition of its own
+-- and is reached by its key, per aggregate (test_ordered_claim_plan).
 
 CREATE OR REPLACE FUNCTION /*schema*/ledger_claim_ordered(claim_handler text, claim_ids uuid[],
                                                           claim_lease_seconds integer,
@@ -139,11 +151,11 @@ BEGIN
                     -- table per aggregate would cost more than a probe.
                     UPDATE /*schema*/handler_progress AS g
                        SET last_seq = y.last, updated_at = now()
-                      FROM (SELECT e.t, e.a, e.first, e.last
+                      FROM (SELECT claim_handler AS h, e.t, e.a, e.first, e.last
                               FROM ev AS e
                              WHERE e.k = 1 AND (SELECT f.runs FROM fit AS f)
                              ORDER BY e.t, e.a) AS y
-                     WHERE g.handler = claim_handler AND g.aggregate_type = y.t
+                     WHERE g.handler = y.h AND g.aggregate_type = y.t
                        AND g.aggregate_id = y.a AND g.last_seq = y.first - 1
                     RETURNING 1
                 ), made AS (
@@ -590,7 +602,7 @@ BEGIN
                        WHERE z.state IS DISTINCT FROM 'run') THEN
             UPDATE /*schema*/handler_progress AS g
                SET last_seq = x.s, updated_at = now()
-              FROM (SELECT r.t, r.a, max(o.s) AS wrote,
+              FROM (SELECT claim_handler AS h, r.t, r.a, max(o.s) AS wrote,
                            coalesce(max(o.s) FILTER (WHERE z.state = 'run'
                                                        AND NOT (r.id = ANY (undone))),
                                     min(l.done)) AS s
@@ -603,7 +615,7 @@ BEGIN
                                         AS z(id, state, ord)
                                   ORDER BY z.id, z.ord) AS z ON z.id = r.id
                      GROUP BY r.t, r.a) AS x
-             WHERE x.s < x.wrote AND g.handler = claim_handler
+             WHERE x.s < x.wrote AND g.handler = x.h
                AND g.aggregate_type = x.t AND g.aggregate_id = x.a;
         END IF;
     ELSIF claim_done THEN
