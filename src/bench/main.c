@@ -23,7 +23,8 @@ usage(FILE *out)
 {
     fputs("usage: outbox-bench <enqueue|relay|consume|fleet> [options]\n"
           "  --seconds S          measuring time per case and round (default 3)\n"
-          "  --rounds N           interleaved rounds, median reported (enqueue; 1..16, default 3)\n"
+          "  --rounds N           interleaved rounds, median reported (enqueue, consume --case "
+          "ordered; 1..16, default 3)\n"
           "  --clients N          enqueue: connections writing each case at once, as a fleet of\n"
           "                       services does (1..16, default 4)\n"
           "  --events N           events per relay case (default 50000; fleet: the flooded\n"
