@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "audit/stream_audit.h"
 #include "bench/bench.h"
@@ -33,7 +34,20 @@ struct consume_case {
     double seconds;     /* filled: first fetch to last handled */
     long long finished; /* filled: events handled */
     int complete;       /* filled: 0 when the time limit ran out first */
+    long pg_postmaster; /* the server's postmaster, to count its CPU; 0: not counted */
+    double pg_cpu_us;   /* filled: PostgreSQL's CPU per handled event (us); -1 unknown */
+    double own_cpu_us;  /* filled: this process's CPU (the consumers) per handled event (us) */
 };
+
+/* This process's CPU time so far, in microseconds. */
+static double
+own_cpu_us(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
 
 static void
 consumer_progress(struct obx_bench_workers *ws, long long *started, long long *done)
@@ -49,6 +63,8 @@ run_consumers(const struct obx_bench_env *env, struct consume_case *c)
     struct obx_bench_workers ws = {0};
     outbox_config *cfg = obx_bench_config(env, OUTBOX_CONFIG_CONSUMER);
     struct obx_bench_run run;
+    struct obx_bench_pg_cpu cpu;
+    double own;
 
     obx_bench_set(cfg, "bus", c->bus == OUTBOX_BUS_DB ? "db" : "jetstream");
     obx_bench_set(cfg, "stream", c->stream);
@@ -61,7 +77,11 @@ run_consumers(const struct obx_bench_env *env, struct consume_case *c)
                                   ? c->handler
                                   : &(struct obx_bench_handler){.sql = obx_bench_handler_sql});
     outbox_config_free(cfg);
+    obx_bench_pg_cpu_start(&cpu, c->pg_postmaster);
+    own = own_cpu_us();
     run = obx_bench_run_until(&ws, c->events, consumer_progress);
+    c->pg_cpu_us = obx_bench_pg_cpu_us_per_event(&cpu, run.done);
+    c->own_cpu_us = run.done > 0 ? (own_cpu_us() - own) / (double)run.done : -1;
     c->seconds = run.seconds;
     c->finished = run.done;
     c->complete = run.complete;
@@ -202,7 +222,8 @@ ordered_drain(const struct obx_bench_env *env, PGconn *conn, int aggregates, dou
                              .stream = "BENCH_CONSUME_ORDERED",
                              .prefix = "benchcord",
                              .batch = env->batch > 1000 ? 1000 : env->batch,
-                             .events = env->events};
+                             .events = env->events,
+                             .pg_postmaster = obx_bench_pg_postmaster(conn)};
     struct obx_bench_relay_case rc = {.replicas = 2, .batch = 500, .events = env->events};
     json_t *line;
     double rate;
@@ -233,6 +254,8 @@ ordered_drain(const struct obx_bench_env *env, PGconn *conn, int aggregates, dou
                         unordered > 0 && aggregates > 0 ? json_real(rate / unordered)
                                                         : json_null());
     json_object_set_new(line, "round", json_integer(round));
+    json_object_set_new(line, "pg_cpu_us_per_event", obx_bench_number_or_null(c.pg_cpu_us));
+    json_object_set_new(line, "consumer_cpu_us_per_event", obx_bench_number_or_null(c.own_cpu_us));
     /* how much of the drain went through parking: the consumers' sessions
      * have ended, so their counts are in the statistics */
     json_object_set_new(line, "parked_during_drain",
