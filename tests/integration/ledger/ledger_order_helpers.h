@@ -2,7 +2,8 @@
 /*
  * ledger_order_helpers.h - what the ordered ledger tests share: ordered
  * events of new aggregates read back as the consumer hands them over, a
- * handler registered (its order starts then), and its progress read back.
+ * handler registered (its order starts then), its progress read back, and a
+ * batch claimed as done in a transaction of its own.
  * Header-only, like ledger_helpers.h.
  */
 #ifndef OBX_TEST_LEDGER_ORDER_HELPERS_H
@@ -96,6 +97,18 @@ helper_progress(PGconn *conn, const char *handler, const char *agg)
              "WHERE handler = '%s' AND aggregate_id = '%s'",
              handler, agg);
     return harness_scalar_ll(conn, sql);
+}
+
+/* Claims `n` events as done for "audit" in one transaction and commits; the states in `claims`. */
+static inline void
+helper_claim_batch(struct obx_ledger *ledger, const struct obx_ledger_event *batch, size_t n,
+                   struct obx_claim *claims)
+{
+    outbox_error err;
+
+    LEDGER_OK(obx_ledger_begin(ledger, &err));
+    LEDGER_OK(obx_ledger_claim_as_done(ledger, "audit", batch, n, 1000, claims, &err));
+    LEDGER_OK(obx_ledger_commit(ledger, &err));
 }
 
 #endif

@@ -53,18 +53,6 @@ skip(const struct helper_ordered *o, size_t event)
     harness_exec(conn, sql);
 }
 
-/* Claims `n` events as done in one transaction and commits; the states in `claims`. */
-static void
-claim_batch(struct obx_ledger *ledger, const struct obx_ledger_event *batch, size_t n,
-            struct obx_claim *claims)
-{
-    outbox_error err;
-
-    LEDGER_OK(obx_ledger_begin(ledger, &err));
-    LEDGER_OK(obx_ledger_claim_as_done(ledger, "audit", batch, n, 1000, claims, &err));
-    LEDGER_OK(obx_ledger_commit(ledger, &err));
-}
-
 /*
  * Aggregate A (events 0-3 of `o`: numbers 1-4) comes as 1, 2, 4; aggregate B
  * (events 4-5: 1, 2) in the same batch. No skip: A's run stops at the gap,
@@ -84,7 +72,7 @@ Test(ledger_order_batch, a_run_stops_at_a_gap_no_skip_closes)
     batch[2] = o.events[1];
     batch[3] = o.events[5];
     batch[4] = o.events[3];
-    claim_batch(ledger, batch, 5, claims);
+    helper_claim_batch(ledger, batch, 5, claims);
     for (int i = 0; i < 4; i++) {
         cr_assert_eq(claims[i].state, OBX_CLAIM_RUN, "batch[%d] (got %d)", i, claims[i].state);
     }
@@ -114,7 +102,7 @@ Test(ledger_order_batch, a_run_goes_past_a_skipped_number)
     batch[2] = o.events[1];
     batch[3] = o.events[5];
     batch[4] = o.events[3];
-    claim_batch(ledger, batch, 5, claims);
+    helper_claim_batch(ledger, batch, 5, claims);
     for (int i = 0; i < 5; i++) {
         cr_assert_eq(claims[i].state, OBX_CLAIM_RUN, "batch[%d] (got %d)", i, claims[i].state);
     }
@@ -140,7 +128,7 @@ Test(ledger_order_batch, a_run_starts_after_a_skipped_head_and_only_there)
     batch[1] = o.events[4];
     batch[2] = o.events[2];
     batch[3] = o.events[5];
-    claim_batch(ledger, batch, 4, claims);
+    helper_claim_batch(ledger, batch, 4, claims);
     cr_assert_eq(claims[0].state, OBX_CLAIM_RUN, "1 skipped: 2 is A's next (got %d)",
                  claims[0].state);
     cr_assert_eq(claims[2].state, OBX_CLAIM_RUN, "3 follows 2 (got %d)", claims[2].state);
@@ -161,9 +149,9 @@ Test(ledger_order_batch, a_redelivered_event_below_the_progress_leaves_the_run_t
 
     helper_register_ordered(ledger, "audit");
     o = helper_ordered_new(conn, 1, 4);
-    claim_batch(ledger, o.events, 2, claims);
+    helper_claim_batch(ledger, o.events, 2, claims);
     cr_assert_eq(helper_progress(conn, "audit", o.aggs[0]), 2);
-    claim_batch(ledger, &o.events[1], 3, claims);
+    helper_claim_batch(ledger, &o.events[1], 3, claims);
     cr_assert_eq(claims[0].state, OBX_CLAIM_DONE, "2 is done already (got %d)", claims[0].state);
     cr_assert_eq(claims[1].state, OBX_CLAIM_RUN, "got %d", claims[1].state);
     cr_assert_eq(claims[2].state, OBX_CLAIM_RUN, "got %d", claims[2].state);
@@ -460,7 +448,7 @@ race_read_and_write(int done_before)
         struct obx_claim before[8];
 
         cr_assert_leq(done_before, 8);
-        claim_batch(first, o.events, (size_t)done_before, before);
+        helper_claim_batch(first, o.events, (size_t)done_before, before);
     }
     h.batch = &o.events[done_before];
     /* The first replica runs the next event and holds its transaction open. */
@@ -515,7 +503,7 @@ Test(ledger_order_batch, a_run_whose_first_event_backs_off_leaves_the_progress_w
              "$e$%s$e$), 'smtp 451', $e$%s$e$, 10, 60000, 60000) WHERE outcome = 'retry'",
              o.ids[0], o.ids[0], o.envelopes[0], o.envelopes[0]);
     cr_assert_eq(harness_scalar_ll(conn, sql), 1, "event 1 failed, its retry a minute away");
-    claim_batch(ledger, o.events, 2, claims);
+    helper_claim_batch(ledger, o.events, 2, claims);
     cr_assert_eq(claims[0].state, OBX_CLAIM_BACKOFF, "got %d", claims[0].state);
     cr_assert_eq(claims[1].state, OBX_CLAIM_PARKED, "got %d", claims[1].state);
     cr_assert_leq(helper_progress(conn, "audit", o.aggs[0]), 0);

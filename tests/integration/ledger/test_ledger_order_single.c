@@ -36,18 +36,6 @@ teardown(void)
 
 TestSuite(ledger_order_single, .init = setup, .fini = teardown, .timeout = 180);
 
-/* Claims `n` events as done in one transaction and commits; the states in `claims`. */
-static void
-claim_batch(struct obx_ledger *ledger, const struct obx_ledger_event *batch, size_t n,
-            struct obx_claim *claims)
-{
-    outbox_error err;
-
-    LEDGER_OK(obx_ledger_begin(ledger, &err));
-    LEDGER_OK(obx_ledger_claim_as_done(ledger, "audit", batch, n, 1000, claims, &err));
-    LEDGER_OK(obx_ledger_commit(ledger, &err));
-}
-
 /* Event `seq` (1-based) of aggregate `agg` (0-based, in `o`'s order) of `per` each. */
 static struct obx_ledger_event
 event_of(const struct helper_ordered *o, int per, int agg, int seq)
@@ -68,7 +56,7 @@ Test(ledger_order_single, first_events_of_new_aggregates_run_and_make_their_prog
     for (int a = 0; a < 5; a++) {
         batch[a] = event_of(&o, 2, 4 - a, 1); /* not in key order: the statement sorts */
     }
-    claim_batch(ledger, batch, 5, claims);
+    helper_claim_batch(ledger, batch, 5, claims);
     for (int a = 0; a < 5; a++) {
         cr_assert_eq(claims[a].state, OBX_CLAIM_RUN, "batch[%d] (got %d)", a, claims[a].state);
         cr_assert_eq(helper_progress(conn, "audit", o.aggs[a * 2]), 1, "aggregate %d", a);
@@ -96,13 +84,13 @@ Test(ledger_order_single, an_early_aggregate_among_ready_ones_is_parked_and_the_
     o = helper_ordered_new(conn, 3, 3);
     batch[0] = event_of(&o, 3, 0, 1);
     batch[1] = event_of(&o, 3, 1, 1);
-    claim_batch(ledger, batch, 2, claims);
+    helper_claim_batch(ledger, batch, 2, claims);
     cr_assert_eq(claims[0].state, OBX_CLAIM_RUN, "A's 1 (got %d)", claims[0].state);
     cr_assert_eq(claims[1].state, OBX_CLAIM_RUN, "B's 1 (got %d)", claims[1].state);
     batch[0] = event_of(&o, 3, 0, 2);
     batch[1] = event_of(&o, 3, 1, 3);
     batch[2] = event_of(&o, 3, 2, 1);
-    claim_batch(ledger, batch, 3, claims);
+    helper_claim_batch(ledger, batch, 3, claims);
     cr_assert_eq(claims[0].state, OBX_CLAIM_RUN, "A's 2 follows its 1 (got %d)", claims[0].state);
     cr_assert_eq(claims[1].state, OBX_CLAIM_PARKED, "B's 2 is not done (got %d)", claims[1].state);
     cr_assert_eq(claims[2].state, OBX_CLAIM_RUN, "C's 1 (got %d)", claims[2].state);
@@ -126,11 +114,11 @@ Test(ledger_order_single, a_redelivered_event_below_its_progress_is_done_and_the
 
     helper_register_ordered(ledger, "audit");
     o = helper_ordered_new(conn, 2, 2);
-    claim_batch(ledger, o.events, 2, claims); /* A's 1 and 2: a run */
+    helper_claim_batch(ledger, o.events, 2, claims); /* A's 1 and 2: a run */
     cr_assert_eq(helper_progress(conn, "audit", o.aggs[0]), 2);
     batch[0] = event_of(&o, 2, 0, 1);
     batch[1] = event_of(&o, 2, 1, 1);
-    claim_batch(ledger, batch, 2, claims);
+    helper_claim_batch(ledger, batch, 2, claims);
     cr_assert_eq(claims[0].state, OBX_CLAIM_DONE, "A's 1 is done already (got %d)",
                  claims[0].state);
     cr_assert_eq(claims[1].state, OBX_CLAIM_RUN, "B's 1 (got %d)", claims[1].state);
@@ -154,7 +142,7 @@ Test(ledger_order_single, an_aggregate_twice_in_a_batch_of_single_events_keeps_i
     batch[0] = event_of(&o, 2, 1, 2);
     batch[1] = event_of(&o, 2, 0, 1);
     batch[2] = event_of(&o, 2, 1, 1);
-    claim_batch(ledger, batch, 3, claims);
+    helper_claim_batch(ledger, batch, 3, claims);
     cr_assert_eq(claims[0].state, OBX_CLAIM_PARKED,
                  "B's 2 comes before its 1 in the batch: it waits (got %d)", claims[0].state);
     cr_assert_eq(claims[1].state, OBX_CLAIM_RUN, "A's 1 (got %d)", claims[1].state);
