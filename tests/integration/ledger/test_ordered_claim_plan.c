@@ -8,6 +8,11 @@
  * read every row of the handler per batch (20,000 here), and one that
  * scanned the table per aggregate, 20,000 per aggregate.
  *
+ * An external handler's batch (exec:, http:) takes the other path: claimed
+ * outside a transaction (each aggregate's row locked by a probe), then
+ * marked done by sql/queries/ledger_mark_done_ordered.sql, which moves each
+ * row on; the same bound holds for the two statements.
+ *
  * Checked with the server's own counters of the claim's transaction
  * (pg_stat_xact_user_tables, before and after the call): rows read by scans of handler_progress,
  * rows fetched through its indexes, rows updated; without statistics (a fresh table, autovacuum
@@ -17,8 +22,12 @@
 #include <criterion/criterion.h>
 #include <criterion/logging.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
+#include "common/sql.h"
 #include "harness.h"
+#include "sql_gen.h"
 
 #include "common/banned.h" /* last: poisons unsafe functions */
 
@@ -31,6 +40,22 @@ enum {
 
 static PGconn *conn;
 static int round_no; /* the number each batch's events carry: every round moves the rows on one */
+
+/* The external handlers' done mark, as the consumer sends it: a prepared statement. */
+static void
+prepare_done_mark(void)
+{
+    char *mark = obx_sql_render(obx_sql_ledger_mark_done_ordered, "outbox.");
+    size_t len = strlen(mark) + 128;
+    char *sql = malloc(len);
+
+    cr_assert(mark != NULL && sql != NULL);
+    snprintf(sql, len, "PREPARE done_mark(text, uuid[], uuid[], text[], uuid[], bigint[]) AS %s",
+             mark);
+    harness_exec(conn, sql);
+    free(sql);
+    free(mark);
+}
 
 static void
 setup(void)
@@ -48,6 +73,7 @@ setup(void)
     /* The handler's order starts before its events: none is taken for a past one. */
     harness_exec(conn, "SELECT outbox.ledger_order_baseline('plan')");
     round_no = 0;
+    prepare_done_mark();
 }
 
 static void
@@ -108,30 +134,95 @@ claim_batch(void)
     return c;
 }
 
+/* Runs `sql` (one number back) in a transaction of its own; adds its counters to `c`. */
+static long long
+counted(const char *sql, struct batch_counts *c)
+{
+    long long scanned, fetched, updated, n;
+
+    harness_exec(conn, "BEGIN");
+    scanned = xact_counter("seq_tup_read");
+    fetched = xact_counter("idx_tup_fetch");
+    updated = xact_counter("n_tup_upd");
+    n = harness_scalar_ll(conn, sql);
+    c->scanned += xact_counter("seq_tup_read") - scanned;
+    c->fetched += xact_counter("idx_tup_fetch") - fetched;
+    c->updated += xact_counter("n_tup_upd") - updated;
+    harness_exec(conn, "COMMIT");
+    return n;
+}
+
+/*
+ * An external handler's batch of the next event of BATCH aggregates: the
+ * claim outside a transaction of its own (not as done: nothing moves yet),
+ * then the done mark, which moves each row on; both statements' counters.
+ */
+static struct batch_counts
+external_batch(void)
+{
+    struct batch_counts c = {0};
+    char sql[1024];
+    char *execute;
+    long long marked;
+
+    round_no++;
+    harness_exec(conn,
+                 "CREATE TEMP TABLE IF NOT EXISTS ext (n int, id uuid, agg uuid, token uuid)");
+    harness_exec(conn, "TRUNCATE ext");
+    snprintf(
+        sql, sizeof(sql),
+        "INSERT INTO ext (n, id, agg) SELECT n, gen_random_uuid(), ('22222222-2222-4222-8222-' "
+        "|| lpad((1 + (n * 397) %% %d)::text, 12, '0'))::uuid FROM generate_series(1, %d) AS n",
+        HANDLER_ROWS, BATCH);
+    harness_exec(conn, sql);
+    snprintf(sql, sizeof(sql),
+             "WITH c AS (SELECT * FROM outbox.ledger_claim_ordered('plan', (SELECT array_agg(id "
+             "ORDER BY n) FROM ext), 30, 1000, false, array_fill('order'::text, ARRAY[%d]), "
+             "(SELECT array_agg(agg ORDER BY n) FROM ext), array_fill(%d::bigint, ARRAY[%d]), "
+             "NULL, NULL, NULL)), u AS (UPDATE ext SET token = c.owner_token FROM c WHERE ext.id = "
+             "c.event_id RETURNING c.state) SELECT count(*) FILTER (WHERE state = 'run') FROM u",
+             BATCH, round_no, BATCH);
+    c.ran = counted(sql, &c);
+    /* EXECUTE takes no subquery: the arrays are written out as literals first */
+    snprintf(sql, sizeof(sql),
+             "SELECT format('EXECUTE done_mark(%%L, %%L, %%L, %%L, %%L, %%L)', 'plan', "
+             "array_agg(id ORDER BY n), array_agg(token ORDER BY n), array_fill('order'::text, "
+             "ARRAY[%d]), array_agg(agg ORDER BY n), array_fill(%d::bigint, ARRAY[%d])) FROM ext",
+             BATCH, round_no, BATCH);
+    execute = harness_scalar_text(conn, sql);
+    marked = counted(execute, &c);
+    free(execute);
+    cr_assert_eq(marked, c.ran, "the done mark marked %lld of the %lld claims", marked, c.ran);
+    return c;
+}
+
 static void
 expect_reads_per_aggregate(const char *state)
 {
     static const char *const modes[] = {"force_custom_plan", "force_generic_plan", "auto"};
+    static const char *const kinds[] = {"claimed as done", "external: claim, then done mark"};
     char sql[128];
 
     for (size_t m = 0; m < sizeof(modes) / sizeof(modes[0]); m++) {
         snprintf(sql, sizeof(sql), "SET plan_cache_mode = %s", modes[m]);
         harness_exec(conn, sql);
-        for (int i = 0; i < CALLS; i++) {
-            struct batch_counts c = claim_batch();
+        for (int i = 0; i < 2 * CALLS; i++) {
+            int k = i / CALLS;
+            struct batch_counts c = k == 0 ? claim_batch() : external_batch();
 
-            cr_log_info("%s, %s, batch %d: %lld rows scanned, %lld fetched by index, %lld "
+            cr_log_info("%s, %s, %s, batch %d: %lld rows scanned, %lld fetched by index, %lld "
                         "updated",
-                        state, modes[m], round_no, c.scanned, c.fetched, c.updated);
-            cr_assert_eq(c.ran, BATCH, "%s (%s): %lld of the batch's %d events run", state,
-                         modes[m], c.ran, BATCH);
-            cr_assert_eq(c.updated, BATCH, "%s (%s): %lld progress rows moved on, not %d", state,
-                         modes[m], c.updated, BATCH);
+                        state, modes[m], kinds[k], round_no, c.scanned, c.fetched, c.updated);
+            cr_assert_eq(c.ran, BATCH, "%s (%s, %s): %lld of the batch's %d events run", state,
+                         modes[m], kinds[k], c.ran, BATCH);
+            cr_assert_eq(c.updated, BATCH, "%s (%s, %s): %lld progress rows moved on, not %d",
+                         state, modes[m], kinds[k], c.updated, BATCH);
             cr_assert_leq(c.scanned + c.fetched, (long long)READS_PER_AGG * BATCH,
-                          "%s (%s): a batch of %d aggregates read %lld rows of handler_progress "
-                          "(%lld by scans, %lld through an index); the handler has %d",
-                          state, modes[m], BATCH, c.scanned + c.fetched, c.scanned, c.fetched,
-                          HANDLER_ROWS);
+                          "%s (%s, %s): a batch of %d aggregates read %lld rows of "
+                          "handler_progress (%lld by scans, %lld through an index); the handler "
+                          "has %d",
+                          state, modes[m], kinds[k], BATCH, c.scanned + c.fetched, c.scanned,
+                          c.fetched, HANDLER_ROWS);
         }
     }
     harness_exec(conn, "RESET plan_cache_mode");
