@@ -35,11 +35,18 @@ WITH RECURSIVE heads AS (
              ORDER BY p.aggregate_type, p.aggregate_id, p.aggregate_seq
              LIMIT 1) AS n
 ), ready_heads AS (
+    -- Each head's progress row by its key, a probe per head (LATERAL ...
+    -- LIMIT 1 keeps it one): joined with the handler as a constant,
+    -- statistics taken while the handler had one row estimate its rows at
+    -- one, and the planner read all of them per sweep (test_parked_plan).
     SELECT h.aggregate_type, h.aggregate_id, h.aggregate_seq AS first_seq
       FROM heads AS h
-      LEFT JOIN /*schema*/handler_progress AS g
-             ON g.handler = $1::text AND g.aggregate_type = h.aggregate_type
-            AND g.aggregate_id = h.aggregate_id
+      LEFT JOIN LATERAL (
+            SELECT g.last_seq
+              FROM /*schema*/handler_progress AS g
+             WHERE g.handler = $1::text AND g.aggregate_type = h.aggregate_type
+               AND g.aggregate_id = h.aggregate_id
+             LIMIT 1) AS g ON true
      WHERE /*schema*/ledger_order_ready($1::text, h.aggregate_type, h.aggregate_id,
                                        coalesce(g.last_seq, 0), h.aggregate_seq)
 ), chains AS (

@@ -82,9 +82,9 @@ teardown(void)
 
 TestSuite(parked_plan, .init = setup, .fini = teardown, .timeout = 120);
 
-/* Rows the scans of parked_events under `node` read: returned or filtered out, every loop. */
+/* Rows the scans of `table` under `node` read: returned or filtered out, every loop. */
 static long long
-rows_read(json_t *node)
+rows_read(json_t *node, const char *table)
 {
     const char *rel = json_string_value(json_object_get(node, "Relation Name"));
     const char *type = json_string_value(json_object_get(node, "Node Type"));
@@ -92,15 +92,14 @@ rows_read(json_t *node)
     size_t i;
     json_t *child;
 
-    if (rel != NULL && strcmp(rel, "parked_events") == 0 && type != NULL &&
-        strstr(type, "Scan") != NULL) {
+    if (rel != NULL && strcmp(rel, table) == 0 && type != NULL && strstr(type, "Scan") != NULL) {
         n += (json_integer_value(json_object_get(node, "Actual Rows")) +
               json_integer_value(json_object_get(node, "Rows Removed by Filter"))) *
              json_integer_value(json_object_get(node, "Actual Loops"));
     }
     json_array_foreach(json_object_get(node, "Plans"), i, child)
     {
-        n += rows_read(child);
+        n += rows_read(child, table);
     }
     return n;
 }
@@ -108,10 +107,11 @@ rows_read(json_t *node)
 /*
  * Runs the take's plan with ANALYZE in a transaction rolled back (the
  * prepared statement, generic with `generic`); returns the rows of
- * parked_events it read, and how many it leased in `leased`.
+ * parked_events it read, the rows of handler_progress in `progress`, and
+ * how many it leased in `leased`.
  */
 static long long
-take_reads(int generic, long long *leased)
+take_reads(int generic, long long *leased, long long *progress)
 {
     char *sql = obx_sql_render(obx_sql_ledger_parked_take, "outbox.");
     char *prepare = NULL;
@@ -136,14 +136,16 @@ take_reads(int generic, long long *leased)
     doc = json_loads(PQgetvalue(res, 0, 0), 0, &jerr);
     cr_assert_not_null(doc, "EXPLAIN JSON does not parse: %s", jerr.text);
     top = json_object_get(json_array_get(doc, 0), "Plan");
-    n = rows_read(top);
+    n = rows_read(top, "parked_events");
+    *progress = rows_read(top, "handler_progress");
     *leased = json_integer_value(json_object_get(top, "Actual Rows"));
-    cr_log_info("%s plan: %lld rows of parked_events read, %lld leased, %.3f ms, %lld buffers",
-                generic ? "generic" : "custom", n, *leased,
+    cr_log_info("%s plan: %lld rows of parked_events read, %lld of handler_progress, %lld "
+                "leased, %.3f ms, %lld buffers",
+                generic ? "generic" : "custom", n, *progress, *leased,
                 json_real_value(json_object_get(json_array_get(doc, 0), "Execution Time")),
                 json_integer_value(json_object_get(top, "Shared Hit Blocks")) +
                     json_integer_value(json_object_get(top, "Shared Read Blocks")));
-    if (n > READ_BOUND) {
+    if (n > READ_BOUND || *progress > READ_BOUND) {
         cr_log_error("%s", PQgetvalue(res, 0, 0));
     }
     json_decref(doc);
@@ -159,13 +161,16 @@ static void
 expect_reads_per_aggregate(const char *state)
 {
     for (int generic = 0; generic <= 1; generic++) {
-        long long leased = 0, n = take_reads(generic, &leased);
+        long long leased = 0, progress = 0, n = take_reads(generic, &leased, &progress);
 
         cr_assert_eq(leased, READY_AGGS * 3, "%s: the ready chains are leased", state);
         cr_assert_leq(n, READ_BOUND,
                       "%s (%s plan): the take read %lld parked rows; it must not read the %d "
                       "behind the dead head",
                       state, generic ? "generic" : "custom", n, BEHIND_DEAD_HEAD);
+        cr_assert_leq(progress, READ_BOUND,
+                      "%s (%s plan): the take read %lld progress rows; it needs the heads' only",
+                      state, generic ? "generic" : "custom", progress);
     }
 }
 
@@ -175,6 +180,26 @@ Test(parked_plan, a_take_reads_per_aggregate_not_the_events_behind_a_dead_head)
     harness_exec(conn, "ANALYZE outbox.parked_events");
     harness_exec(conn, "ANALYZE outbox.handler_progress");
     expect_reads_per_aggregate("with statistics");
+}
+
+/*
+ * The handler has 20,000 more progress rows (aggregates with nothing
+ * parked), and statistics taken while it had one (its column then looks
+ * unique: its rows are estimated at one, as the heads are). The take must
+ * still read the heads' progress rows only, not the handler's every row.
+ */
+Test(parked_plan, a_take_reads_the_heads_progress_with_statistics_of_one_row)
+{
+    harness_exec(conn, "INSERT INTO outbox.handler_progress (handler, aggregate_type, "
+                       "aggregate_id, last_seq) SELECT 'audit', 'order', gen_random_uuid(), 5 "
+                       "FROM generate_series(1, 20000)");
+    harness_exec(conn, "CREATE TEMP TABLE rest AS SELECT * FROM outbox.handler_progress WHERE "
+                       "aggregate_id <> '11111111-1111-4111-8111-111111111111'");
+    harness_exec(conn, "DELETE FROM outbox.handler_progress WHERE aggregate_id <> "
+                       "'11111111-1111-4111-8111-111111111111'");
+    harness_exec(conn, "VACUUM ANALYZE outbox.handler_progress");
+    harness_exec(conn, "INSERT INTO outbox.handler_progress SELECT * FROM rest");
+    expect_reads_per_aggregate("progress statistics of one row");
 }
 
 Test(parked_plan, the_take_leases_the_ready_chains_in_aggregate_and_number_order)
