@@ -19,6 +19,10 @@
 -- 2. The plain claim's results are gathered in its order by one ordered
 -- scan (a function scan WITH ORDINALITY is in that order) instead of four
 -- aggregates sorting each: about 0.3 ms a batch.
+--
+-- 3. A wholly early batch whose wait (0026) sees a predecessor come in the
+-- same moment the bound runs out is decided again, as one seen earlier is;
+-- 0026 read the clock again after the loop and parked it.
 
 CREATE OR REPLACE FUNCTION /*schema*/ledger_claim_ordered(claim_handler text, claim_ids uuid[],
                                                           claim_lease_seconds integer,
@@ -84,6 +88,7 @@ DECLARE
     early_ids uuid[];
     early_need bigint[];
     general boolean := false;    -- an aggregate comes twice: the general statement decides
+    predecessor_came boolean := false; -- the early batch's wait saw an aggregate reach its number
 BEGIN
     PERFORM set_config('lock_timeout', greatest(claim_lock_wait_ms, 1) || 'ms', true);
     IF NOT EXISTS (SELECT FROM /*schema*/handler_baselines AS b
@@ -422,7 +427,7 @@ BEGIN
                      GROUP BY e.t, e.a) AS u;
             LOOP
                 PERFORM pg_sleep(0.001);
-                EXIT WHEN EXISTS (
+                predecessor_came := EXISTS (
                     SELECT FROM unnest(early_types, early_ids, early_need) AS w(t, a, need)
                      CROSS JOIN LATERAL (
                             SELECT g.last_seq
@@ -430,10 +435,12 @@ BEGIN
                              WHERE g.handler = claim_handler AND g.aggregate_type = w.t
                                AND g.aggregate_id = w.a
                              LIMIT 1) AS g
-                     WHERE g.last_seq >= w.need)
-                    OR clock_timestamp() >= early_until;
+                     WHERE g.last_seq >= w.need);
+                EXIT WHEN predecessor_came OR clock_timestamp() >= early_until;
             END LOOP;
-            IF clock_timestamp() < early_until THEN
+            -- (what was read decides, not the clock: a predecessor seen as the
+            -- bound ran out still lets the batch run)
+            IF predecessor_came THEN
                 runs_on := true; -- decided again from the first statement
                 parked := '{}';
                 CONTINUE decide;
