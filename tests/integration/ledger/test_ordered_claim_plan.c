@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * test_ordered_claim_plan.c - the ordered claim's common batch
- * (ledger_claim_ordered(), migrations 0025 and 0026) reads one progress row per
+ * (ledger_claim_ordered(), migrations 0025 to 0027) reads one progress row per
  * aggregate of the batch, however many rows the handler has: its update
  * finds each row by its key, the batch's aggregates leading the plan. A
  * plan that joined the batch to the table by a hash or merge join would
@@ -103,38 +103,10 @@ xact_counter(const char *column)
 }
 
 /*
- * Claims, as done, one batch of the next event of BATCH aggregates spread
- * over the key order, and reads this transaction's counters of
- * handler_progress before committing.
+ * Runs `sql` (one number back) in a transaction of its own; adds its
+ * counters of handler_progress, read before the commit, to `c`. The view
+ * adds the counts not yet sent to the server's statistics: a difference.
  */
-static struct batch_counts
-claim_batch(void)
-{
-    struct batch_counts c, before;
-    char sql[1024];
-
-    round_no++;
-    harness_exec(conn, "BEGIN");
-    /* The view adds the counts not yet sent to the server's statistics: a difference, then. */
-    before.scanned = xact_counter("seq_tup_read");
-    before.fetched = xact_counter("idx_tup_fetch");
-    before.updated = xact_counter("n_tup_upd");
-    snprintf(sql, sizeof(sql),
-             "SELECT count(*) FILTER (WHERE c.state = 'run') FROM outbox.ledger_claim_ordered("
-             "'plan', ARRAY(SELECT gen_random_uuid() FROM generate_series(1, %d)), 30, 1000, "
-             "true, array_fill('order'::text, ARRAY[%d]), ARRAY(SELECT ('22222222-2222-4222-8222-' "
-             "|| lpad((1 + (n * 397) %% %d)::text, 12, '0'))::uuid FROM generate_series(1, %d) "
-             "AS n ORDER BY n), array_fill(%d::bigint, ARRAY[%d]), NULL, NULL, NULL) AS c",
-             BATCH, BATCH, HANDLER_ROWS, BATCH, round_no, BATCH);
-    c.ran = harness_scalar_ll(conn, sql);
-    c.scanned = xact_counter("seq_tup_read") - before.scanned;
-    c.fetched = xact_counter("idx_tup_fetch") - before.fetched;
-    c.updated = xact_counter("n_tup_upd") - before.updated;
-    harness_exec(conn, "COMMIT");
-    return c;
-}
-
-/* Runs `sql` (one number back) in a transaction of its own; adds its counters to `c`. */
 static long long
 counted(const char *sql, struct batch_counts *c)
 {
@@ -150,6 +122,25 @@ counted(const char *sql, struct batch_counts *c)
     c->updated += xact_counter("n_tup_upd") - updated;
     harness_exec(conn, "COMMIT");
     return n;
+}
+
+/* Claims, as done, one batch of the next event of BATCH aggregates spread over the key order. */
+static struct batch_counts
+claim_batch(void)
+{
+    struct batch_counts c = {0};
+    char sql[1024];
+
+    round_no++;
+    snprintf(sql, sizeof(sql),
+             "SELECT count(*) FILTER (WHERE c.state = 'run') FROM outbox.ledger_claim_ordered("
+             "'plan', ARRAY(SELECT gen_random_uuid() FROM generate_series(1, %d)), 30, 1000, "
+             "true, array_fill('order'::text, ARRAY[%d]), ARRAY(SELECT ('22222222-2222-4222-8222-' "
+             "|| lpad((1 + (n * 397) %% %d)::text, 12, '0'))::uuid FROM generate_series(1, %d) "
+             "AS n ORDER BY n), array_fill(%d::bigint, ARRAY[%d]), NULL, NULL, NULL) AS c",
+             BATCH, BATCH, HANDLER_ROWS, BATCH, round_no, BATCH);
+    c.ran = counted(sql, &c);
+    return c;
 }
 
 /*
