@@ -215,8 +215,10 @@ OUTBOX_API outbox_status outbox_enqueue_batch(PGconn *conn, outbox_event *const 
  * Brings `schema` (NULL: "outbox") up to the newest migration this library
  * carries. Runs its own transactions, so `conn` must not be inside one;
  * safe to run from any number of processes at once (an advisory lock
- * serializes them). `*applied`, if not NULL, receives how many migrations
- * this call applied.
+ * serializes them). A schema that does not exist yet is made in one
+ * transaction, with per-aggregate ordering on; an existing one is upgraded
+ * and keeps its ordering as it was. `*applied`, if not NULL, receives how
+ * many migrations this call applied.
  */
 OUTBOX_API outbox_status outbox_migrate(PGconn *conn, const char *schema, int *applied,
                                         outbox_error *err);

@@ -30,6 +30,7 @@ struct obx_bench_env {
     const char *table;        /* sustained: "fresh" or "bloated" (relayed rows kept, no vacuum) */
     const char *only_case;    /* NULL: every case of the bench; else just this one */
     int two_writes;           /* --two-writes: the sustained case's relays claim with two writes */
+    int ordering;             /* --ordering: 1 on (a new schema's default), 0 off */
 };
 
 /* One relay case: replicas, mode, and where its messages go. */
@@ -55,8 +56,23 @@ enum { OBX_BENCH_MAX_ROUNDS = 16 };
 /* The most writer connections `--clients` takes. */
 enum { OBX_BENCH_MAX_CLIENTS = 16 };
 
-/* Prints `line` (taking the reference) as one compact JSON line. */
+/*
+ * Prints `line` (taking the reference) as one compact JSON line. A line
+ * measured on the schema's own setting gains `ordering` (as
+ * obx_bench_migrate() set it); the ordered cases' lines, which switch it
+ * themselves, say their modes in their own fields.
+ */
 void obx_bench_emit(json_t *line);
+
+/*
+ * Migrates the outbox on `conn` and sets its ordering as `--ordering`
+ * asks; exits 1 with a message on failure. Every database a bench makes
+ * goes through it, so every case runs on the setting its lines report.
+ */
+void obx_bench_migrate(PGconn *conn, const struct obx_bench_env *env);
+
+/* Switches the outbox's ordering on (1) or off (0); exits 1 on failure. */
+void obx_bench_set_ordering(PGconn *conn, int on);
 
 /* Seconds of a monotonic clock. */
 double obx_bench_now(void);

@@ -11,12 +11,22 @@
 
 #include "common/banned.h" /* last: poisons unsafe functions */
 
+/* The ordering obx_bench_migrate() set: -1 before it ran. */
+static int schema_ordering = -1;
+
 void
 obx_bench_emit(json_t *line)
 {
     if (line == NULL) { /* json_pack() refused its format or its values: a bench bug */
         fprintf(stderr, "outbox-bench: cannot build a result line\n");
         exit(1);
+    }
+    if (schema_ordering >= 0 && json_object_get(line, "ordering") == NULL) {
+        const char *name = json_string_value(json_object_get(line, "case"));
+
+        if (name == NULL || strstr(name, "ordered") == NULL) {
+            json_object_set_new(line, "ordering", json_boolean(schema_ordering));
+        }
     }
     json_dumpf(line, stdout, JSON_COMPACT | JSON_REAL_PRECISION(6));
     fputc('\n', stdout);
@@ -100,4 +110,24 @@ obx_bench_sample_by_index(PGconn *conn)
 {
     obx_bench_exec(conn, "SET enable_seqscan = off");
     obx_bench_exec(conn, "SET enable_bitmapscan = off");
+}
+
+void
+obx_bench_migrate(PGconn *conn, const struct obx_bench_env *env)
+{
+    outbox_error err;
+
+    if (outbox_migrate(conn, "outbox", NULL, &err) != OUTBOX_OK) {
+        fprintf(stderr, "outbox-bench: migrate %s: %s\n", PQdb(conn), err.message);
+        exit(1);
+    }
+    obx_bench_set_ordering(conn, env->ordering);
+    schema_ordering = env->ordering;
+}
+
+void
+obx_bench_set_ordering(PGconn *conn, int on)
+{
+    obx_bench_exec(conn,
+                   on ? "SELECT outbox.set_ordering(true)" : "SELECT outbox.set_ordering(false)");
 }

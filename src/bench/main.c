@@ -44,6 +44,9 @@ usage(FILE *out)
           "                       consume: exec (an exec:true handler beside spawning it bare)\n"
           "                       or http (an http: handler beside raw_http_post, the same\n"
           "                       POSTs through libcurl to the same local endpoint)\n"
+          "  --ordering on|off    per-aggregate ordering of the outbox the cases run on\n"
+          "                       (default on, as a new schema starts; the ordered cases\n"
+          "                       switch it themselves and set it back after)\n"
           "  --two-writes         relay sustained: the relays claim with two writes (lease,\n"
           "                       then finish), the earlier claim, to compare against (the\n"
           "                       rate case always runs each of its cases with both claims)\n"
@@ -85,6 +88,8 @@ parse_args(int argc, char **argv, struct obx_bench_env *env)
             env->table = value;
         } else if (strcmp(flag, "--case") == 0) {
             env->only_case = value;
+        } else if (strcmp(flag, "--ordering") == 0) {
+            env->ordering = strcmp(value, "on") == 0 ? 1 : strcmp(value, "off") == 0 ? 0 : -1;
         } else {
             return -1;
         }
@@ -92,6 +97,7 @@ parse_args(int argc, char **argv, struct obx_bench_env *env)
     return env->seconds > 0 && env->rounds > 0 && env->rounds <= OBX_BENCH_MAX_ROUNDS &&
                    env->clients > 0 && env->clients <= OBX_BENCH_MAX_CLIENTS && env->events > 0 &&
                    env->batch > 0 && env->batch <= 10000 && env->sustain_seconds > 0 &&
+                   env->ordering >= 0 &&
                    (strcmp(env->writer, "c") == 0 || strcmp(env->writer, "sql") == 0) &&
                    (strcmp(env->table, "fresh") == 0 || strcmp(env->table, "bloated") == 0) &&
                    /* enqueue checks its own case names (it has many) */
@@ -103,19 +109,13 @@ parse_args(int argc, char **argv, struct obx_bench_env *env)
                : -1;
 }
 
-static int
+static void
 migrate(const struct obx_bench_env *env)
 {
     PGconn *conn = obx_bench_connect(env);
-    outbox_error err;
-    outbox_status st = outbox_migrate(conn, "outbox", NULL, &err);
 
+    obx_bench_migrate(conn, env);
     obx_bench_close(conn);
-    if (st != OUTBOX_OK) {
-        fprintf(stderr, "outbox-bench: migrate: %s\n", err.message);
-        return -1;
-    }
-    return 0;
 }
 
 /* Throwaway servers for whatever the environment does not name. */
@@ -198,7 +198,8 @@ main(int argc, char **argv)
                                 .batch = 500,
                                 .sustain_seconds = 60,
                                 .writer = "c",
-                                .table = "fresh"};
+                                .table = "fresh",
+                                .ordering = 1};
     struct obx_devserver *servers;
     int relay, consume, fleet, code;
 
@@ -219,11 +220,11 @@ main(int argc, char **argv)
         return 2;
     }
     servers = start_servers(&env, relay || consume || fleet);
-    code = migrate(&env) != 0 ? 1
-           : relay            ? obx_bench_relay(&env)
-           : fleet            ? obx_bench_fleet(&env)
-           : consume          ? obx_bench_consume(&env)
-                              : obx_bench_enqueue(&env);
+    migrate(&env);
+    code = relay     ? obx_bench_relay(&env)
+           : fleet   ? obx_bench_fleet(&env)
+           : consume ? obx_bench_consume(&env)
+                     : obx_bench_enqueue(&env);
     obx_devserver_stop(servers);
     return code;
 }

@@ -16,7 +16,8 @@ static const struct {
     int (*run)(const struct obx_config *cfg, int argc, char **argv);
     const char *help;
 } verbs[] = {
-    {"migrate", obx_ctl_migrate, "apply the schema migrations (safe to run concurrently)"},
+    {"migrate", obx_ctl_migrate,
+     "apply the schema migrations (safe to run concurrently; a new schema starts ordered)"},
     {"status", obx_ctl_status,
      "row counts, dead letters per handler, claims, the stream and its consumers [--json]"},
     {"trace", obx_ctl_trace,

@@ -2,13 +2,17 @@
 /*
  * migrate_pg.c - applies the embedded forward-only migrations.
  *
- * Each migration runs in its own transaction holding a transaction-scoped
- * advisory lock keyed by the schema name, so any number of processes can
- * migrate at once: the first applies, the others wait, see the version row
- * and do nothing. Creating the schema and the version table happens under
- * the same lock, because CREATE ... IF NOT EXISTS is not safe against a
- * concurrent CREATE (it fails with 23505 instead of skipping).
+ * A new schema is made in one transaction: every migration, then ordering
+ * switched on (the default for new schemas). An existing schema is brought
+ * up one migration per transaction and keeps its ordering setting. Every
+ * transaction holds a transaction-scoped advisory lock keyed by the schema
+ * name, so any number of processes can migrate at once: the first applies,
+ * the others wait, see the version rows and do nothing. Creating the schema
+ * and the version table happens under the same lock, because CREATE ... IF
+ * NOT EXISTS is not safe against a concurrent CREATE (it fails with 23505
+ * instead of skipping).
  */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +21,7 @@
 #include "common/error_pg.h"
 #include "common/sql.h"
 #include "sql_gen.h"
+#include "writer_internal.h"
 
 #include "common/banned.h" /* last: poisons unsafe functions */
 
@@ -133,31 +138,56 @@ record_applied(PGconn *conn, const char *quoted, const struct obx_migration *m, 
     return status;
 }
 
-/* One migration, in its own transaction; `*applied` counts it if it ran. */
+/*
+ * One transaction under the lock. On a schema that has never been migrated
+ * it applies every migration through `last_version` and switches ordering
+ * on, so a new schema appears whole, ordered, or not at all; a process that
+ * dies half-way leaves nothing behind. On an existing schema it applies the
+ * first migration not yet recorded and leaves ordering as the operator set
+ * it. `*applied` counts what this transaction committed.
+ */
 static outbox_status
-apply_one(PGconn *conn, const char *schema, const char *quoted, const struct obx_migration *m,
-          int *applied, outbox_error *err)
+migrate_step(PGconn *conn, const char *schema, const char *quoted, int last_version, int *applied,
+             outbox_error *err)
 {
     char doing[96];
-    int done = 0;
+    int count = 0, last_applied = 0, is_new = 0, done = 0;
     outbox_status status = obx_pg_exec(conn, "BEGIN", "migrate: begin", err);
 
     if (status == OUTBOX_OK) {
         status = lock_and_prepare(conn, schema, quoted, err);
     }
     if (status == OUTBOX_OK) {
-        status = is_applied(conn, quoted, m->version, &done, err);
+        status = is_applied(conn, quoted, obx_migrations[0].version, &done, err);
+        is_new = !done;
     }
-    if (status == OUTBOX_OK && !done) {
+    for (int i = 0; status == OUTBOX_OK && i < obx_migration_count; i++) {
+        const struct obx_migration *m = &obx_migrations[i];
+
+        if (m->version > last_version || (count > 0 && !is_new)) {
+            break;
+        }
+        status = is_applied(conn, quoted, m->version, &done, err);
+        if (status != OUTBOX_OK || done) {
+            continue;
+        }
         snprintf(doing, sizeof(doing), "migrate: apply %04d_%s", m->version, m->name);
         status = exec_rendered(conn, m->sql, quoted, doing, err);
         if (status == OUTBOX_OK) {
             status = record_applied(conn, quoted, m, err);
+            count++;
+            last_applied = m->version;
         }
+    }
+    if (status == OUTBOX_OK && is_new && last_applied >= OBX_ORDERING_FIRST_VERSION) {
+        status = exec_rendered(conn, "SELECT /*schema*/set_ordering(true)", quoted,
+                               "migrate: switch a new schema's ordering on", err);
     }
     if (status == OUTBOX_OK) {
         status = obx_pg_exec(conn, "COMMIT", "migrate: commit", err);
-        *applied += status == OUTBOX_OK && !done;
+    }
+    if (status == OUTBOX_OK) {
+        *applied = count;
     } else {
         PQclear(PQexec(conn, "ROLLBACK"));
     }
@@ -165,10 +195,11 @@ apply_one(PGconn *conn, const char *schema, const char *quoted, const struct obx
 }
 
 outbox_status
-outbox_migrate(PGconn *conn, const char *schema, int *applied, outbox_error *err)
+obx_migrate_through(PGconn *conn, const char *schema, int last_version, int *applied,
+                    outbox_error *err)
 {
     char quoted[OBX_SCHEMA_QUOTED_CAP];
-    int count = 0;
+    int total = 0, step = 1;
     outbox_status status;
 
     obx_error_reset(err);
@@ -186,11 +217,18 @@ outbox_migrate(PGconn *conn, const char *schema, int *applied, outbox_error *err
         return obx_fail(err, OUTBOX_EINVAL,
                         "migrate: the connection is inside a transaction; migrate runs its own");
     }
-    for (int i = 0; i < obx_migration_count && status == OUTBOX_OK; i++) {
-        status = apply_one(conn, schema, quoted, &obx_migrations[i], &count, err);
+    while (status == OUTBOX_OK && step > 0) {
+        status = migrate_step(conn, schema, quoted, last_version, &step, err);
+        total += status == OUTBOX_OK ? step : 0;
     }
     if (status == OUTBOX_OK && applied != NULL) {
-        *applied = count;
+        *applied = total;
     }
     return status;
+}
+
+outbox_status
+outbox_migrate(PGconn *conn, const char *schema, int *applied, outbox_error *err)
+{
+    return obx_migrate_through(conn, schema, INT_MAX, applied, err);
 }

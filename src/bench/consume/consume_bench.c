@@ -307,7 +307,7 @@ ordered_cases(const struct obx_bench_env *env, PGconn *conn)
         }
         obx_bench_emit(line);
     }
-    obx_bench_exec(conn, "SELECT outbox.set_ordering(false)");
+    obx_bench_set_ordering(conn, env->ordering);
 }
 
 /* An envelope-sized body for the raw POSTs, about what the http: handler sends. */

@@ -143,8 +143,7 @@ run_round(struct client *clients, int n, double seconds, double rate[WORKLOADS][
     slices = slices < 1 ? 1 : slices;
     for (int s = 0; s < slices; s++) {
         for (int mode = 0; mode < MODES; mode++) {
-            obx_bench_exec(clients[0].conn, mode == 1 ? "SELECT outbox.set_ordering(true)"
-                                                      : "SELECT outbox.set_ordering(false)");
+            obx_bench_set_ordering(clients[0].conn, mode == 1);
             for (int w = 0; w < WORKLOADS; w++) {
                 run_slice(clients, n, w, seconds / slices, &events[w][mode], &elapsed[w][mode]);
             }
@@ -192,7 +191,7 @@ obx_bench_enqueue_ordered(const struct obx_bench_env *env)
             med[0] > 0 && med[1] > 0 ? (1.0 / med[1] - 1.0 / med[0]) * 1e6 * n : 0, "clients", n,
             "rounds", rounds, "seconds_per_round", env->seconds));
     }
-    obx_bench_exec(clients[0].conn, "SELECT outbox.set_ordering(false)");
+    obx_bench_set_ordering(clients[0].conn, env->ordering);
     obx_bench_exec(clients[0].conn, "TRUNCATE outbox.events, outbox.aggregate_heads");
     for (int i = 0; i < n; i++) {
         PQfinish(clients[i].conn);

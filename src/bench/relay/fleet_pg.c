@@ -53,10 +53,9 @@ connect_to(const char *conninfo)
 
 /* A fresh, migrated database next to the bench's own. */
 static void
-make_db(PGconn *admin, struct fleet_db *d, const char *suffix)
+make_db(const struct obx_bench_env *env, PGconn *admin, struct fleet_db *d, const char *suffix)
 {
     char sql[256];
-    outbox_error err = {0};
     PGconn *conn;
 
     snprintf(d->datname, sizeof(d->datname), "obx_fleet_bench_%s", suffix);
@@ -75,10 +74,7 @@ make_db(PGconn *admin, struct fleet_db *d, const char *suffix)
                  PQport(admin), d->datname);
     }
     conn = connect_to(d->conninfo);
-    if (outbox_migrate(conn, "outbox", NULL, &err) != OUTBOX_OK) {
-        fprintf(stderr, "outbox-bench: fleet: migrate: %s\n", err.message);
-        exit(1);
-    }
+    obx_bench_migrate(conn, env);
     PQfinish(conn);
 }
 
@@ -380,9 +376,9 @@ obx_bench_fleet(const struct obx_bench_env *env)
         char suffix[8];
 
         snprintf(suffix, sizeof(suffix), "%d", i);
-        make_db(admin, &dbs[i], suffix);
+        make_db(env, admin, &dbs[i], suffix);
     }
-    make_db(admin, &single, "single");
+    make_db(env, admin, &single, "single");
     fprintf(stderr, "outbox-bench: fleet: single-database baseline, %lld events\n", backlog);
     single_eps = single_rate(env, &single, backlog);
 

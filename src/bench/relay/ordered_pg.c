@@ -28,8 +28,7 @@ obx_bench_preload_aggregates(PGconn *conn, long long count, int aggregates)
 {
     char sql[768];
 
-    obx_bench_exec(conn, aggregates > 0 ? "SELECT outbox.set_ordering(true)"
-                                        : "SELECT outbox.set_ordering(false)");
+    obx_bench_set_ordering(conn, aggregates > 0);
     obx_bench_exec(conn, "TRUNCATE outbox.events, outbox.aggregate_heads, outbox.aggregate_skips");
     for (long long done = 0; done < count; done += 1000) {
         long long n = count - done < 1000 ? count - done : 1000;
@@ -84,7 +83,7 @@ obx_bench_relay_ordered(const struct obx_bench_env *env, PGconn *conn)
     for (int i = 0; i < 3; i++) {
         rates[i] = drain(env, conn, &cases[i], loads[i]);
     }
-    obx_bench_exec(conn, "SELECT outbox.set_ordering(false)");
+    obx_bench_set_ordering(conn, env->ordering);
     for (int i = 0; i < 3; i++) {
         json_t *line = json_pack("{s:s, s:s, s:s, s:i, s:i, s:I, s:f, s:f, s:b}", "bench", "relay",
                                  "case", "ordered", "load",

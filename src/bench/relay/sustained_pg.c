@@ -197,15 +197,11 @@ static void
 fresh_database(PGconn *conn, const struct obx_bench_env *fresh)
 {
     PGconn *db;
-    outbox_error err;
 
     obx_bench_exec(conn, "DROP DATABASE IF EXISTS " FRESH_DB " WITH (FORCE)");
     obx_bench_exec(conn, "CREATE DATABASE " FRESH_DB);
     db = obx_bench_connect(fresh);
-    if (outbox_migrate(db, "outbox", NULL, &err) != OUTBOX_OK) {
-        fprintf(stderr, "outbox-bench: migrate " FRESH_DB ": %s\n", err.message);
-        exit(1);
-    }
+    obx_bench_migrate(db, fresh);
     obx_bench_close(db);
 }
 

@@ -365,7 +365,7 @@ Test(aggregate_seq, a_callers_search_path_cannot_reach_into_the_trigger)
     expect_numbers(agg, "1,2");
 }
 
-Test(aggregate_seq, a_schema_is_unordered_until_switched_on)
+Test(aggregate_seq, a_schema_switched_off_gives_no_numbers)
 {
     PGconn *c = harness_pg_connect_fresh();
 

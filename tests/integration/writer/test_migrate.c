@@ -2,8 +2,9 @@
 /*
  * test_migrate.c - outbox_migrate() on real databases: many processes at
  * once (FAULTS T26), idempotence, its own transactions only, hostile
- * schema names refused before a byte is sent, and two schemas in one
- * database that migrate without waiting for each other.
+ * schema names refused before a byte is sent, two schemas in one database
+ * that migrate without waiting for each other, and ordering: on for a new
+ * schema, which appears whole or not at all, as it was for an upgrade.
  *
  * Concurrent migrators are forked children, each with its own connection,
  * released together through a pipe so their calls overlap. Children report
@@ -22,6 +23,7 @@
 #include "outbox/outbox.h"
 #include "sql_gen.h"
 #include "test_config.h"
+#include "writer/writer_internal.h"
 
 static PGconn *conn;
 
@@ -546,4 +548,95 @@ Test(migrate, sends_no_notices_and_leaves_the_session_settings_alone)
     cr_expect_str_eq(timeout, "0");
     free(level);
     free(timeout);
+}
+
+/* ---- ordering's default ---------------------------------------------------------------- */
+
+static int
+ordering_on(PGconn *c, const char *schema)
+{
+    char sql[128];
+
+    snprintf(sql, sizeof(sql), "SELECT \"%s\".ordering_on()::int", schema);
+    return (int)harness_scalar_ll(c, sql);
+}
+
+/* Brings `schema` to `version` only, as an older release left it. */
+static void
+migrate_through(PGconn *c, const char *schema, int version)
+{
+    outbox_error err;
+    int applied = -1, want = 0;
+
+    for (int i = 0; i < obx_migration_count && obx_migrations[i].version <= version; i++) {
+        want++;
+    }
+    cr_assert_eq(obx_migrate_through(c, schema, version, &applied, &err), OUTBOX_OK,
+                 "migrate %s through %d: %s", schema, version, err.message);
+    cr_assert_eq(applied, want, "migrate %s through %d applied %d", schema, version, applied);
+}
+
+Test(migrate, a_new_schema_starts_ordered)
+{
+    migrate_ok(conn, "outbox", obx_migration_count);
+    cr_expect_eq(ordering_on(conn, "outbox"), 1, "a new schema is unordered");
+    harness_exec(conn, "SELECT outbox.enqueue('order', '0190a3b2-1c2d-7e3f-8a9b-0c1d2e3f4a5b',"
+                       " 'created', '{}')");
+    cr_expect_eq(harness_scalar_ll(conn, "SELECT aggregate_seq FROM outbox.events"), 1);
+
+    /* A later run is an upgrade with nothing to do: the operator's choice stays. */
+    harness_exec(conn, "SELECT outbox.set_ordering(false)");
+    migrate_ok(conn, "outbox", 0);
+    cr_expect_eq(ordering_on(conn, "outbox"), 0, "a re-run switched ordering back on");
+}
+
+Test(migrate, an_upgrade_keeps_the_ordering_it_had)
+{
+    /* From a release before ordering existed: it stays unordered. */
+    migrate_through(conn, "before_ordering", OBX_ORDERING_FIRST_VERSION - 1);
+    migrate_ok(conn, "before_ordering", obx_migration_count - (OBX_ORDERING_FIRST_VERSION - 1));
+    cr_expect_eq(ordering_on(conn, "before_ordering"), 0, "an upgrade switched ordering on");
+
+    /* From the release before this one, switched off by its operator: off. */
+    migrate_through(conn, "switched_off", obx_migrations[obx_migration_count - 2].version);
+    harness_exec(conn, "SELECT switched_off.set_ordering(false)");
+    migrate_ok(conn, "switched_off", 1);
+    cr_expect_eq(ordering_on(conn, "switched_off"), 0, "an upgrade switched ordering on");
+
+    /* And one that was on stays on. */
+    migrate_through(conn, "switched_on", obx_migrations[obx_migration_count - 2].version);
+    cr_expect_eq(ordering_on(conn, "switched_on"), 1);
+    migrate_ok(conn, "switched_on", 1);
+    cr_expect_eq(ordering_on(conn, "switched_on"), 1, "an upgrade switched ordering off");
+}
+
+/*
+ * A new schema is one transaction: a migration that fails half-way leaves
+ * no table and no version behind, so the next run makes it new, ordered,
+ * rather than finishing an unordered upgrade.
+ */
+Test(migrate, a_new_schema_that_fails_half_way_leaves_nothing)
+{
+    outbox_error err;
+    int applied = -1;
+
+    /* Something in the way of migration 0014's table. */
+    harness_exec(conn, "CREATE SCHEMA blocked_outbox;"
+                       " CREATE TABLE blocked_outbox.aggregate_heads (x int)");
+    cr_assert_neq(outbox_migrate(conn, "blocked_outbox", &applied, &err), OUTBOX_OK);
+    cr_expect(strstr(err.message, "0014") != NULL, "the failure does not name 0014: %s",
+              err.message);
+    cr_expect_eq(applied, -1);
+    cr_expect_eq(scalar_for_schema(conn,
+                                   "SELECT count(*) FROM pg_class k JOIN pg_namespace n "
+                                   "ON n.oid = k.relnamespace WHERE n.nspname = $1 "
+                                   "AND k.relname IN ('events', 'schema_migrations')",
+                                   "blocked_outbox"),
+                 0, "the failed migration left tables behind");
+    cr_expect_eq(PQtransactionStatus(conn), PQTRANS_IDLE);
+
+    harness_exec(conn, "DROP TABLE blocked_outbox.aggregate_heads");
+    migrate_ok(conn, "blocked_outbox", obx_migration_count);
+    expect_migrated(conn, "blocked_outbox");
+    cr_expect_eq(ordering_on(conn, "blocked_outbox"), 1);
 }
