@@ -274,6 +274,12 @@ func run(ctx context.Context, s *settings) error {
 		"replica text NOT NULL, at timestamptz NOT NULL DEFAULT clock_timestamp())"); err != nil {
 		return err
 	}
+	// The handler's order starts here (a new schema is ordered): events
+	// already out run once each, unordered; the ones after, in order. Taken
+	// once per handler name, before the first fetch; later calls keep it.
+	if _, err = db.Exec(ctx, "SELECT outbox.ledger_order_baseline($1)", s.handler); err != nil {
+		return err
+	}
 	sub, err := subscribe(ctx, js, s)
 	if err != nil {
 		return err

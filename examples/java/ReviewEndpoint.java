@@ -235,6 +235,22 @@ public final class ReviewEndpoint {
         String handler = System.getenv().getOrDefault("ENDPOINT_HANDLER", "java-reviews");
         String endpoint = System.getenv().getOrDefault("ENDPOINT_NAME", "java");
         Pool pool = new Pool(url);
+        // The handler's order starts here (a new schema is ordered): events already out
+        // run once each, unordered; the ones after, in order. Taken once per handler
+        // name, before the first request; later calls keep it.
+        try {
+            Connection conn = pool.get();
+            try (PreparedStatement ps =
+                            conn.prepareStatement("SELECT outbox.ledger_order_baseline(?)")) {
+                ps.setString(1, handler);
+                ps.execute();
+            }
+            conn.commit();
+            pool.put(conn);
+        } catch (SQLException e) {
+            System.err.println("ReviewEndpoint: taking the handler's order baseline: " + e);
+            System.exit(1);
+        }
         HttpServer server =
                 HttpServer.create(new InetSocketAddress("127.0.0.1", Integer.parseInt(port)), 64);
         server.createContext("/", ex -> {

@@ -214,6 +214,10 @@ async function main() {
   // No unique key on event_id: a second effect would show, not be refused.
   await db.query('CREATE TABLE IF NOT EXISTS effects (event_id uuid NOT NULL, ' +
     'replica text NOT NULL, at timestamptz NOT NULL DEFAULT clock_timestamp())');
+  // The handler's order starts here (a new schema is ordered): events already
+  // out run once each, unordered; the ones after, in order. Taken once per
+  // handler name, before the first fetch; later calls keep it.
+  await db.query('SELECT outbox.ledger_order_baseline($1)', [s.handler]);
   const consumer = await bind(nc);
   emit({ ready: s.replica, consumer: s.durable, handler: s.handler });
   let ran = 0;

@@ -162,6 +162,14 @@ def main():
     srv.pool = Pool(url, POOL_SIZE)
     srv.handler = os.environ.get("ENDPOINT_HANDLER", "py-reviews")
     srv.endpoint = os.environ.get("ENDPOINT_NAME", "py")
+    # The handler's order starts here (a new schema is ordered): events already
+    # out run once each, unordered; the ones after, in order. Taken once per
+    # handler name, before the first request; later calls keep it.
+    conn = srv.pool.get()
+    try:
+        conn.execute("SELECT outbox.ledger_order_baseline(%s)", [srv.handler])
+    finally:
+        srv.pool.put(conn)
     print(json.dumps({"listening": srv.server_address[1]}), flush=True)
     srv.serve_forever()
     return 0

@@ -16,7 +16,12 @@
  *     example's handler with attempts = max_attempts;
  *   - the killed replica had committed effects before it died, and the run
  *     was not over then (the kill is mid-run);
- *   - the other replica stops cleanly on SIGTERM.
+ *   - the other replica stops cleanly on SIGTERM;
+ *   - each aggregate's effects ran in its events' order: the schema is
+ *     ordered, as `outboxctl migrate` makes a new one, and the ordinary
+ *     events belong to AGGREGATES aggregates, so the killed replica's
+ *     events come back after later ones of their aggregates were
+ *     delivered to the other, which must wait for them.
  * The examples are built by run_example.sh (once per build tree).
  */
 #include <stdio.h>
@@ -35,6 +40,9 @@
 
 /* 2,000 events, one poisoned; the poisoned one is dead after MAX_ATTEMPTS failures. */
 enum { EVENTS = 2000, MAX_ATTEMPTS = 3 };
+
+/* The ordinary events' aggregates: about 20 events each, in turn. */
+enum { AGGREGATES = 100 };
 
 /* Messages of the stream published a second time, from the first. */
 enum { DUPLICATES = 200 };
@@ -60,6 +68,7 @@ static void
 setup(void)
 {
     conn = harness_pg_connect_fresh();
+    harness_exec(conn, "SELECT outbox.set_ordering(true)"); /* a new schema's default */
     relay_test_prepare(conn);
     harness_exec(conn, EFFECTS_TABLE);
 }
@@ -128,20 +137,21 @@ static char *
 enqueue_events(void)
 {
     static const char ordinary[] =
-        "WITH e AS (INSERT INTO committed SELECT outbox.enqueue('movie', gen_random_uuid(), "
+        "WITH e AS (INSERT INTO committed SELECT outbox.enqueue('movie', "
+        "('00000000-0000-4000-8000-' || lpad(to_hex(g %% %d), 12, '0'))::uuid, "
         "'review.logged', jsonb_build_object('n', g)) FROM generate_series(1, %d) AS g "
         "RETURNING 1) SELECT count(*) FROM e";
     char sql[512];
     char *poisoned;
 
-    snprintf(sql, sizeof(sql), ordinary, EVENTS / 2);
+    snprintf(sql, sizeof(sql), ordinary, AGGREGATES, EVENTS / 2);
     cr_assert_eq(harness_scalar_ll(conn, sql), EVENTS / 2);
     poisoned = harness_scalar_text(
         conn, "WITH e AS (INSERT INTO committed SELECT outbox.enqueue('movie', "
               "gen_random_uuid(), 'review.logged', '{\"poison\": true}') RETURNING id) "
               "SELECT id::text FROM e");
     cr_assert_not_null(poisoned);
-    snprintf(sql, sizeof(sql), ordinary, EVENTS - EVENTS / 2 - 1);
+    snprintf(sql, sizeof(sql), ordinary, AGGREGATES, EVENTS - EVENTS / 2 - 1);
     cr_assert_eq(harness_scalar_ll(conn, sql), EVENTS - EVENTS / 2 - 1);
     return poisoned;
 }
@@ -221,6 +231,17 @@ check_effects(const char *example, const char *poisoned)
                             "AND handler = '" HANDLER "'",
                             poisoned),
                  MAX_ATTEMPTS, "%s: the poisoned event's dead letter", example);
+    /* Every ordinary event is numbered, and its effect is its aggregate's n-th. */
+    cr_assert_eq(count_with("SELECT count(*) FROM outbox.events WHERE aggregate_seq IS NULL "
+                            "AND id <> $1::uuid",
+                            poisoned),
+                 0, "%s: events without a number: the schema is not ordered", example);
+    cr_assert_eq(harness_scalar_ll(conn, "SELECT count(*) FROM (SELECT e.aggregate_seq, "
+                                         "row_number() OVER (PARTITION BY e.aggregate_id "
+                                         "ORDER BY f.at) AS k FROM effects AS f "
+                                         "JOIN outbox.events AS e ON e.id = f.event_id) AS x "
+                                         "WHERE x.aggregate_seq <> x.k"),
+                 0, "%s: effects out of their aggregate's order", example);
 }
 
 /*

@@ -22,6 +22,7 @@
  *   - the daemon's ledger says done for each other event, the endpoint's
  *     claims say done for each, and the stream is drained: nothing lost;
  *   - both replicas handled events, the killed one before its kill.
+ * The schema is ordered, as `outboxctl migrate` makes a new one.
  * With an endpoint that ignores try_claim's result, the replayed events
  * (and the kill's lost answers) leave duplicate effects and it fails.
  * The examples are built and run by run_example.sh.
@@ -56,6 +57,7 @@ static void
 setup(void)
 {
     conn = harness_pg_connect_fresh();
+    harness_exec(conn, "SELECT outbox.set_ordering(true)"); /* a new schema's default */
     relay_test_prepare(conn);
     harness_exec(conn, "CREATE TABLE review_feed (event_id uuid NOT NULL, endpoint text NOT NULL, "
                        "aggregate_id uuid NOT NULL, event_type text NOT NULL, "
