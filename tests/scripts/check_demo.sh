@@ -15,7 +15,8 @@ if [ "$code" != 0 ]; then
   exit 1
 fi
 for line in 'events written \(committed with their reviews\) *600$' 'lost *0$' \
-  'duplicates in the stream *0$' 'handled by the consumers *600$'; do
+  'duplicates in the stream *0$' 'handled by the consumers *600$' \
+  "handled out of their movie's order *0$"; do
   if ! grep -qE -- "$line" <<<"$out"; then
     echo "FAIL the summary lacks /$line/"
     exit 1

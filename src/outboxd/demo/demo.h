@@ -50,6 +50,8 @@ struct obx_demo_counts {
     long long done, waiting, stuck; /* outbox rows of the committed events */
     long long handled;              /* handler runs the projection counted */
     long long ledger_done;          /* events the ledger marked handled */
+    long long out_of_order;         /* reviews the projection saw out of their movie's order */
+    int ordered;                    /* the schema numbers its events */
 };
 
 /* The counts of demo_counts.sql. 0, or -1. */
@@ -61,13 +63,27 @@ typedef void (*obx_demo_audit_fn)(void *ctx, const char *event_id, const char *s
 /* Runs demo_audit.sql, calling `each` per row. 0, or -1. */
 int obx_demo_db_audit(struct obx_demo_db *db, obx_demo_audit_fn each, void *ctx);
 
-/* The consumers' handler: a projection of reviews per movie, in the ledger transaction. */
-#define OBX_DEMO_HANDLER                                                            \
-    "movie_stats@*.movie.review.logged=sql:"                                        \
-    "INSERT INTO demo_movie_stats (movie_id, reviews, stars) "                      \
-    "VALUES (($1->>'aggregate_id')::uuid, 1, ($1->'payload'->>'stars')::int) "      \
-    "ON CONFLICT (movie_id) DO UPDATE SET reviews = demo_movie_stats.reviews + 1, " \
-    "stars = demo_movie_stats.stars + excluded.stars"
+/* The consumers' handler's name: its order baseline is taken before the writers start. */
+#define OBX_DEMO_HANDLER_NAME "movie_stats"
+
+/*
+ * The consumers' handler: a projection of reviews per movie, in the ledger
+ * transaction. It takes every event of a movie (`*.movie.>`), so on an
+ * ordered schema it runs each movie's events in their order; it counts a
+ * review whose number is not the one after the movie's last as out of
+ * order (the first of a run is not checked: an earlier run's numbers went
+ * before it).
+ */
+#define OBX_DEMO_HANDLER                                                                      \
+    OBX_DEMO_HANDLER_NAME                                                                     \
+        "@*.movie.>=sql:"                                                                     \
+        "INSERT INTO demo_movie_stats (movie_id, reviews, stars, last_seq) "                  \
+        "VALUES (($1->>'aggregate_id')::uuid, 1, ($1->'payload'->>'stars')::int, "            \
+        "($1->>'aggregate_seq')::bigint) "                                                    \
+        "ON CONFLICT (movie_id) DO UPDATE SET reviews = demo_movie_stats.reviews + 1, "       \
+        "stars = demo_movie_stats.stars + excluded.stars, last_seq = excluded.last_seq, "     \
+        "out_of_order = demo_movie_stats.out_of_order + (excluded.last_seq IS DISTINCT FROM " \
+        "demo_movie_stats.last_seq + 1)::int"
 
 int obx_cmd_demo(const struct obx_config *cfg, int argc, char **argv, const char *self);
 

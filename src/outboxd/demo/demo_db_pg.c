@@ -33,6 +33,32 @@ obx_demo_exec_ok(PGconn *conn, const char *sql, int nparams, const char *const *
     return ok;
 }
 
+/*
+ * The handler's order starts before the first event is written, as for a
+ * service whose consumers run before its writers: without it the first
+ * claim would take it, after some events went out, and those would run
+ * unordered. Taken once per handler name; later runs keep it.
+ */
+static int
+take_baseline(PGconn *conn, const char *schema)
+{
+    char quoted[OBX_SCHEMA_QUOTED_CAP];
+    const char *params[] = {OBX_DEMO_HANDLER_NAME};
+    char *sql;
+    PGresult *res;
+    int ok;
+
+    if (obx_sql_quote_schema(schema, quoted, NULL) != OUTBOX_OK ||
+        (sql = obx_sql_render("SELECT /*schema*/ledger_order_baseline($1)", quoted)) == NULL) {
+        return 0;
+    }
+    res = PQexecParams(conn, sql, 1, NULL, params, NULL, NULL, 0);
+    ok = PQresultStatus(res) == PGRES_TUPLES_OK;
+    PQclear(res);
+    free(sql);
+    return ok;
+}
+
 int
 obx_demo_prepare_db(const char *database_url, const char *schema)
 {
@@ -45,11 +71,13 @@ obx_demo_prepare_db(const char *database_url, const char *schema)
                          "movie_id uuid NOT NULL, stars integer NOT NULL, body text, "
                          "event_id uuid NOT NULL UNIQUE)",
                          0, NULL) &&
+        obx_demo_exec_ok(conn, "DROP TABLE IF EXISTS demo_movie_stats", 0, NULL) &&
         obx_demo_exec_ok(conn,
-                         "CREATE TABLE IF NOT EXISTS demo_movie_stats (movie_id uuid PRIMARY KEY, "
-                         "reviews bigint NOT NULL, stars bigint NOT NULL)",
+                         "CREATE TABLE demo_movie_stats (movie_id uuid PRIMARY KEY, "
+                         "reviews bigint NOT NULL, stars bigint NOT NULL, last_seq bigint, "
+                         "out_of_order bigint NOT NULL DEFAULT 0)",
                          0, NULL) &&
-        obx_demo_exec_ok(conn, "TRUNCATE demo_reviews, demo_movie_stats", 0, NULL);
+        obx_demo_exec_ok(conn, "TRUNCATE demo_reviews", 0, NULL) && take_baseline(conn, schema);
 
     if (!ok) {
         fprintf(stderr, "outboxd demo: cannot prepare the database: %s\n",
@@ -102,6 +130,8 @@ obx_demo_db_counts(struct obx_demo_db *db, struct obx_demo_counts *out)
         out->stuck = strtoll(PQgetvalue(res, 0, 2), NULL, 10);
         out->handled = strtoll(PQgetvalue(res, 0, 3), NULL, 10);
         out->ledger_done = strtoll(PQgetvalue(res, 0, 4), NULL, 10);
+        out->out_of_order = strtoll(PQgetvalue(res, 0, 5), NULL, 10);
+        out->ordered = strcmp(PQgetvalue(res, 0, 6), "t") == 0;
     }
     PQclear(res);
     return ok ? 0 : -1;

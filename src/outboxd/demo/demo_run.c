@@ -211,6 +211,11 @@ summary(const struct run *r, const struct audit *a)
     printf("  duplicates in the stream                       %8lld\n", a->duplicates);
     printf("  handled by the consumers                       %8lld\n", r->n.ledger_done);
     printf("  handler effects duplicated                     %8lld\n", effect_dups);
+    if (r->n.ordered) {
+        printf("  handled out of their movie's order             %8lld\n", r->n.out_of_order);
+    } else {
+        printf("  handled out of their movie's order    (ordering is off)\n");
+    }
     printf("  quarantined (dead or invalid)                  %8lld\n", a->quarantined);
     printf("  lost                                           %8lld\n", a->lost);
     printf("  published without a commit                     %8lld\n", a->phantom);
@@ -285,7 +290,7 @@ obx_demo_run(const struct obx_config *cfg, const struct obx_demo_options *o)
         if (audit_stream(&r, &a) == 0) {
             summary(&r, &a);
             code = a.lost == 0 && a.phantom == 0 && r.n.handled == r.n.ledger_done &&
-                           r.n.ledger_done == a.committed - a.quarantined
+                           r.n.out_of_order == 0 && r.n.ledger_done == a.committed - a.quarantined
                        ? 0
                        : 1;
         }
