@@ -243,6 +243,15 @@ harness_pg_connect_fresh_empty(void)
 }
 
 PGconn *
+harness_pg_connect_fresh_ordered(void)
+{
+    PGconn *conn = connect_fresh_from(NULL);
+
+    harness_exec(conn, "SELECT outbox.set_ordering(true)");
+    return conn;
+}
+
+PGconn *
 harness_pg_connect_admin(void)
 {
     hx_servers_lock(0);

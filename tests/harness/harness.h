@@ -32,14 +32,21 @@
 /* ---- databases ----------------------------------------------------------------------- */
 
 /*
- * A new database copied from the run's migrated template (schema "outbox"),
- * and a connection to it. The caller owns the connection (PQfinish). The
- * database is dropped when the worker exits.
+ * A new database copied from the run's migrated template (schema "outbox",
+ * ordering off: most tests follow one event's path), and a connection to it. The caller owns the
+ * connection (PQfinish). The database is dropped when the worker exits.
  */
 PGconn *harness_pg_connect_fresh(void);
 
 /* Same, from template0: an empty database, for migration tests. */
 PGconn *harness_pg_connect_fresh_empty(void);
+
+/*
+ * harness_pg_connect_fresh() with ordering switched on: the schema as
+ * `outboxctl migrate` makes a new one. For the tests of order and of what
+ * users run on the default.
+ */
+PGconn *harness_pg_connect_fresh_ordered(void);
 
 /* A connection to the server's maintenance database, as the test user. */
 PGconn *harness_pg_connect_admin(void);

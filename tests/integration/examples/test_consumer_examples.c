@@ -67,8 +67,7 @@ static PGconn *conn;
 static void
 setup(void)
 {
-    conn = harness_pg_connect_fresh();
-    harness_exec(conn, "SELECT outbox.set_ordering(true)"); /* a new schema's default */
+    conn = harness_pg_connect_fresh_ordered();
     relay_test_prepare(conn);
     harness_exec(conn, EFFECTS_TABLE);
 }

@@ -56,8 +56,7 @@ static char dir[64];
 static void
 setup(void)
 {
-    conn = harness_pg_connect_fresh();
-    harness_exec(conn, "SELECT outbox.set_ordering(true)"); /* a new schema's default */
+    conn = harness_pg_connect_fresh_ordered();
     relay_test_prepare(conn);
     harness_exec(conn, "CREATE TABLE review_feed (event_id uuid NOT NULL, endpoint text NOT NULL, "
                        "aggregate_id uuid NOT NULL, event_type text NOT NULL, "

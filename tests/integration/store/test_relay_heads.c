@@ -27,8 +27,7 @@ static const char agg_y[] = "22222222-2222-4222-8222-222222222222";
 static void
 setup(void)
 {
-    conn = harness_pg_connect_fresh();
-    harness_exec(conn, "SELECT outbox.set_ordering(true)");
+    conn = harness_pg_connect_fresh_ordered();
     store = helper_store_open("heads-test");
 }
 

@@ -21,8 +21,7 @@ static PGconn *conn;
 static void
 setup(void)
 {
-    conn = harness_pg_connect_fresh();
-    harness_exec(conn, "SELECT outbox.set_ordering(true)");
+    conn = harness_pg_connect_fresh_ordered();
 }
 
 static void
