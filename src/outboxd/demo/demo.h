@@ -74,16 +74,16 @@ int obx_demo_db_audit(struct obx_demo_db *db, obx_demo_audit_fn each, void *ctx)
  * order (the first of a run is not checked: an earlier run's numbers went
  * before it).
  */
-#define OBX_DEMO_HANDLER                                                                      \
-    OBX_DEMO_HANDLER_NAME                                                                     \
-        "@*.movie.>=sql:"                                                                     \
-        "INSERT INTO demo_movie_stats (movie_id, reviews, stars, last_seq) "                  \
-        "VALUES (($1->>'aggregate_id')::uuid, 1, ($1->'payload'->>'stars')::int, "            \
-        "($1->>'aggregate_seq')::bigint) "                                                    \
-        "ON CONFLICT (movie_id) DO UPDATE SET reviews = demo_movie_stats.reviews + 1, "       \
-        "stars = demo_movie_stats.stars + excluded.stars, last_seq = excluded.last_seq, "     \
-        "out_of_order = demo_movie_stats.out_of_order + (excluded.last_seq IS DISTINCT FROM " \
-        "demo_movie_stats.last_seq + 1)::int"
+#define OBX_DEMO_HANDLER                                                                  \
+    OBX_DEMO_HANDLER_NAME                                                                 \
+    "@*.movie.>=sql:"                                                                     \
+    "INSERT INTO demo_movie_stats (movie_id, reviews, stars, last_seq) "                  \
+    "VALUES (($1->>'aggregate_id')::uuid, 1, ($1->'payload'->>'stars')::int, "            \
+    "($1->>'aggregate_seq')::bigint) "                                                    \
+    "ON CONFLICT (movie_id) DO UPDATE SET reviews = demo_movie_stats.reviews + 1, "       \
+    "stars = demo_movie_stats.stars + excluded.stars, last_seq = excluded.last_seq, "     \
+    "out_of_order = demo_movie_stats.out_of_order + (excluded.last_seq IS DISTINCT FROM " \
+    "demo_movie_stats.last_seq + 1)::int"
 
 int obx_cmd_demo(const struct obx_config *cfg, int argc, char **argv, const char *self);
 
