@@ -7,11 +7,16 @@
 -- aggregate_seq (bigint[]; NULL: unordered), same order.
 -- Returns marked: how many rows were marked done.
 WITH done AS (
+    -- As ledger_mark_done.sql: each claim found by its key, updated by its
+    -- row address, whatever the table's size and statistics.
     UPDATE /*schema*/processed_events AS p
        SET status = 'done', finished_at = now(), owner_token = NULL, claimed_until = NULL
-      FROM unnest($2::uuid[], $3::uuid[]) AS c(event_id, owner_token)
-     WHERE p.event_id = c.event_id AND p.handler = $1::text
-       AND p.owner_token = c.owner_token AND p.status = 'in_progress'
+     WHERE p.ctid = ANY (ARRAY(
+               SELECT (SELECT q.ctid
+                         FROM /*schema*/processed_events AS q
+                        WHERE q.event_id = c.event_id AND q.handler = $1::text
+                          AND q.owner_token = c.owner_token AND q.status = 'in_progress')
+                 FROM unnest($2::uuid[], $3::uuid[]) AS c(event_id, owner_token)))
     RETURNING p.event_id
 ), moved AS (
     UPDATE /*schema*/handler_progress AS g

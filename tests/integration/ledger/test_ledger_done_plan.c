@@ -1,0 +1,186 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_ledger_done_plan.c - a done mark (sql/queries/ledger_mark_done.sql
+ * and ledger_mark_done_ordered.sql) reads each claim of its batch by its
+ * key, however many rows the ledger holds and whatever its statistics say.
+ *
+ * The ledger sends its statements unnamed, so each call is planned with
+ * the batch's real length. Written as a join of the batch's arrays to
+ * processed_events, the planner priced a sequential scan of the whole
+ * ledger under a batch of key lookups on tables from a few thousand rows
+ * up (outbox-bench consume --case http: 42 ms a done mark of 500 claims
+ * over 40,000 rows, the statement that took most of PostgreSQL's time).
+ *
+ * Checked as the consumer runs it (PQexecParams of the statement's text,
+ * a batch of BATCH fresh claims among LEDGER_ROWS finished ones) with the
+ * server's counters of the statement's transaction
+ * (pg_stat_xact_user_tables): rows read by scans of processed_events and
+ * rows fetched through its indexes. Without statistics, with them, and
+ * with statistics taken at half the table's size (autovacuum behind).
+ */
+#include <criterion/criterion.h>
+#include <criterion/logging.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/sql.h"
+#include "harness.h"
+#include "sql_gen.h"
+
+#include "common/banned.h" /* last: poisons unsafe functions */
+
+enum {
+    LEDGER_ROWS = 40000, /* finished claims of the handler already in the ledger */
+    BATCH = 500,         /* claims marked done by one statement: the consumer's batch */
+    CALLS = 3,           /* done marks per statement and state */
+};
+
+static PGconn *conn;
+
+static void
+fill_ledger(int rows)
+{
+    char sql[512];
+
+    snprintf(sql, sizeof(sql),
+             "INSERT INTO outbox.processed_events (event_id, handler, status, started_at, "
+             "finished_at) SELECT gen_random_uuid(), 'plan', 'done', now(), now() "
+             "FROM generate_series(1, %d)",
+             rows);
+    harness_exec(conn, sql);
+}
+
+static void
+setup(void)
+{
+    conn = harness_pg_connect_fresh();
+    harness_exec(conn, "ALTER TABLE outbox.processed_events SET (autovacuum_enabled = off)");
+    harness_exec(conn, "CREATE TEMP TABLE batch (n int, id uuid, token uuid)");
+}
+
+static void
+teardown(void)
+{
+    PQfinish(conn);
+    conn = NULL;
+}
+
+TestSuite(ledger_done_plan, .init = setup, .fini = teardown, .timeout = 120);
+
+/* One of this transaction's counters of processed_events, so far. */
+static long long
+xact_counter(const char *column)
+{
+    char sql[256];
+
+    snprintf(sql, sizeof(sql),
+             "SELECT coalesce(%s, 0) FROM pg_stat_xact_user_tables WHERE schemaname = 'outbox' "
+             "AND relname = 'processed_events'",
+             column);
+    return harness_scalar_ll(conn, sql);
+}
+
+/* BATCH new claims of the handler, in progress under their own tokens, kept in `batch`. */
+static void
+claim_batch(void)
+{
+    char sql[512];
+
+    harness_exec(conn, "TRUNCATE batch");
+    snprintf(sql, sizeof(sql),
+             "INSERT INTO batch SELECT n, gen_random_uuid(), gen_random_uuid() "
+             "FROM generate_series(1, %d) AS n",
+             BATCH);
+    harness_exec(conn, sql);
+    harness_exec(conn, "INSERT INTO outbox.processed_events (event_id, handler, status, "
+                       "owner_token, started_at, claimed_until) SELECT id, 'plan', 'in_progress', "
+                       "token, now(), now() + interval '30 seconds' FROM batch");
+}
+
+/*
+ * Marks the batch done with `statement` as the ledger sends it, ordered
+ * (six arrays) or not (three); returns the rows it read of processed_events
+ * and checks it marked the whole batch.
+ */
+static long long
+mark_batch_done(const char *template, int ordered, const char *state)
+{
+    char *statement = obx_sql_render(template, "outbox.");
+    char *ids = harness_scalar_text(conn, "SELECT array_agg(id ORDER BY n) FROM batch");
+    char *tokens = harness_scalar_text(conn, "SELECT array_agg(token ORDER BY n) FROM batch");
+    char *types = harness_scalar_text(conn, "SELECT array_agg('order'::text) FROM batch");
+    char *aggs = harness_scalar_text(conn, "SELECT array_agg(id ORDER BY n) FROM batch");
+    char *seqs = harness_scalar_text(conn, "SELECT array_agg(1::bigint) FROM batch");
+    const char *params[6] = {"plan", ids, tokens, types, aggs, seqs};
+    long long scanned, fetched, marked;
+    PGresult *res;
+
+    cr_assert(statement != NULL && ids != NULL && tokens != NULL);
+    harness_exec(conn, "BEGIN");
+    scanned = xact_counter("seq_tup_read");
+    fetched = xact_counter("idx_tup_fetch");
+    res = PQexecParams(conn, statement, ordered ? 6 : 3, NULL, params, NULL, NULL, 0);
+    cr_assert(PQresultStatus(res) == PGRES_TUPLES_OK || PQresultStatus(res) == PGRES_COMMAND_OK,
+              "%s: the done mark failed: %s", state, PQresultErrorMessage(res));
+    marked = strtoll(ordered ? PQgetvalue(res, 0, 0) : PQcmdTuples(res), NULL, 10);
+    PQclear(res);
+    scanned = xact_counter("seq_tup_read") - scanned;
+    fetched = xact_counter("idx_tup_fetch") - fetched;
+    harness_exec(conn, "COMMIT");
+    cr_assert_eq(marked, BATCH, "%s: %lld of the batch's %d claims marked done", state, marked,
+                 BATCH);
+    free(statement);
+    free(ids);
+    free(tokens);
+    free(types);
+    free(aggs);
+    free(seqs);
+    cr_log_info("%s: %lld rows scanned, %lld fetched by index", state, scanned, fetched);
+    return scanned + fetched;
+}
+
+static void
+expect_reads_per_claim(const char *state)
+{
+    static const char *const kinds[] = {"unordered", "ordered"};
+    const char *templates[] = {obx_sql_ledger_mark_done, obx_sql_ledger_mark_done_ordered};
+    char what[128];
+
+    for (int k = 0; k < 2; k++) {
+        for (int i = 0; i < CALLS; i++) {
+            long long reads;
+
+            snprintf(what, sizeof(what), "%s, %s done mark %d", state, kinds[k], i + 1);
+            claim_batch();
+            reads = mark_batch_done(templates[k], k, what);
+            cr_assert_leq(reads, 2LL * BATCH,
+                          "%s: marking %d claims done read %lld rows of processed_events, which "
+                          "holds %lld",
+                          what, BATCH, reads,
+                          harness_scalar_ll(conn, "SELECT count(*) FROM outbox.processed_events"));
+        }
+    }
+}
+
+Test(ledger_done_plan, a_done_mark_reads_its_claims_by_key_without_statistics)
+{
+    fill_ledger(LEDGER_ROWS);
+    expect_reads_per_claim("no statistics");
+}
+
+Test(ledger_done_plan, a_done_mark_reads_its_claims_by_key_with_statistics)
+{
+    fill_ledger(LEDGER_ROWS);
+    harness_exec(conn, "ANALYZE outbox.processed_events");
+    expect_reads_per_claim("with statistics");
+}
+
+/* The bench's state: analyzed at half the size, then grown (autovacuum not yet by). */
+Test(ledger_done_plan, a_done_mark_reads_its_claims_by_key_with_statistics_of_half_the_table)
+{
+    fill_ledger(LEDGER_ROWS / 2);
+    harness_exec(conn, "ANALYZE outbox.processed_events");
+    fill_ledger(LEDGER_ROWS / 2);
+    expect_reads_per_claim("statistics of half the table");
+}
