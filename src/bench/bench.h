@@ -204,6 +204,7 @@ struct obx_bench_handler {
     size_t in_flight;
     outbox_ext_handler_fn ext;
     void *ctx;
+    void *const *ctx_each; /* non-NULL: replica i's own ctx (a handler that is not shared) */
 };
 
 /* Start `count` relays (consumers with `handler`) on threads; exit 1 on failure. */

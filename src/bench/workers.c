@@ -143,7 +143,9 @@ obx_bench_consumers_start(struct obx_bench_workers *ws, const outbox_config *cfg
                                                                     handler->sql, &err)
              : handler->ops != NULL
                  ? obx_consumer_add_external(w->consumer, "bench_ext", NULL, handler->ops,
-                                             handler->ctx, handler->in_flight, &err)
+                                             handler->ctx_each != NULL ? handler->ctx_each[i]
+                                                                       : handler->ctx,
+                                             handler->in_flight, &err)
                  : outbox_consumer_add_ext_handler(w->consumer, "bench_ext", NULL, handler->ext,
                                                    handler->ctx, &err)) != OUTBOX_OK) {
             fprintf(stderr, "outbox-bench: cannot start a consumer: %s\n", err.message);

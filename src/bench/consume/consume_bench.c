@@ -121,6 +121,8 @@ emit(const struct consume_case *c, const char *name, double rate, double raw, lo
     if (raw > 0) {
         json_object_set_new(line, "ratio_to_raw", json_real(rate / raw));
     }
+    json_object_set_new(line, "pg_cpu_us_per_event", obx_bench_number_or_null(c->pg_cpu_us));
+    json_object_set_new(line, "consumer_cpu_us_per_event", obx_bench_number_or_null(c->own_cpu_us));
     obx_bench_emit(line);
 }
 
@@ -319,21 +321,24 @@ static const char sample_envelope[] =
 
 /*
  * A declared `http:` handler (OBX_HTTP_DEFAULT_IN_FLIGHT requests in
- * flight, its default), one
- * replica, POSTing to a local endpoint that answers 204, against the same
- * number of POSTs in flight through libcurl with no pgoutbox
- * (raw_http_post), to the same endpoint.
+ * flight, its default) POSTing to a local endpoint that answers 204, on one
+ * replica and on HTTP_REPLICAS (each its own handler, as each daemon has),
+ * each against the same endpoint sent the same number of POSTs in flight
+ * through libcurl with no pgoutbox (raw_http_post), just before.
  */
+enum { HTTP_REPLICAS = 2 };
+
 static void
 http_case(const struct obx_bench_env *env, PGconn *conn)
 {
-    struct obx_http_handler *hh = NULL;
+    struct obx_http_handler *hh[HTTP_REPLICAS] = {NULL};
     struct obx_bench_sink *sink;
     struct consume_case c = {.bus = OUTBOX_BUS_JETSTREAM,
                              .replicas = 1,
                              .stream = "BENCH_CONSUME_HTTP",
                              .prefix = "benchhttp",
                              .label = "http",
+                             .pg_postmaster = obx_bench_pg_postmaster(conn),
                              .batch = env->batch > 1000 ? 1000 : env->batch,
                              .events = env->events < 20000 ? env->events : 20000};
     struct obx_bench_handler http = {.ops = &obx_http_kind,
@@ -345,30 +350,40 @@ http_case(const struct obx_bench_env *env, PGconn *conn)
 
     sink = obx_bench_sink_start(&port);
     snprintf(url, sizeof(url), "http://127.0.0.1:%d/events", port);
-    if (sink == NULL ||
-        obx_http_handler_new(&(struct obx_http_handler_config){.name = "bench_ext",
-                                                               .url = url,
-                                                               .timeout_ms = 30000,
-                                                               .ce_source = "pgoutbox",
-                                                               .backoff_base_ms = 200,
-                                                               .backoff_cap_ms = 2000},
-                             &hh, &err) != OUTBOX_OK) {
-        fprintf(stderr, "outbox-bench: the http case cannot start: %s\n",
-                sink == NULL ? "no local endpoint" : err.message);
-        exit(1);
+    for (int i = 0; i < HTTP_REPLICAS; i++) {
+        if (sink == NULL ||
+            obx_http_handler_new(&(struct obx_http_handler_config){.name = "bench_ext",
+                                                                   .url = url,
+                                                                   .timeout_ms = 30000,
+                                                                   .ce_source = "pgoutbox",
+                                                                   .backoff_base_ms = 200,
+                                                                   .backoff_cap_ms = 2000},
+                                 &hh[i], &err) != OUTBOX_OK) {
+            fprintf(stderr, "outbox-bench: the http case cannot start: %s\n",
+                    sink == NULL ? "no local endpoint" : err.message);
+            exit(1);
+        }
     }
-    http.ctx = hh;
+    http.ctx_each = (void *const *)hh;
     c.handler = &http;
-    raw = obx_bench_raw_http_post(port, sample_envelope, (int)c.events, (int)http.in_flight);
-    obx_bench_emit(json_pack("{s:s, s:s, s:f, s:I, s:i}", "bench", "consume", "case",
-                             "raw_http_post", "events_per_s", raw, "events", (json_int_t)c.events,
-                             "in_flight", (int)http.in_flight));
-    publish_all(env, conn, &c);
-    rate = run_consumers(env, &c);
-    emit(&c, "consume_http", rate, raw, -1);
-    obx_http_handler_free(hh);
+    for (int replicas = 1; replicas <= HTTP_REPLICAS; replicas++) {
+        /* the baseline keeps as many POSTs in flight as the replicas together */
+        int in_flight = replicas * (int)http.in_flight;
+
+        raw = obx_bench_raw_http_post(port, sample_envelope, (int)c.events, in_flight);
+        obx_bench_emit(json_pack("{s:s, s:s, s:f, s:I, s:i}", "bench", "consume", "case",
+                                 "raw_http_post", "events_per_s", raw, "events",
+                                 (json_int_t)c.events, "in_flight", in_flight));
+        c.replicas = replicas;
+        publish_all(env, conn, &c);
+        rate = run_consumers(env, &c);
+        emit(&c, "consume_http", rate, raw, -1);
+        obx_bench_stream_delete(env->nats_url, c.stream);
+    }
+    for (int i = 0; i < HTTP_REPLICAS; i++) {
+        obx_http_handler_free(hh[i]);
+    }
     obx_bench_sink_stop(sink);
-    obx_bench_stream_delete(env->nats_url, c.stream);
 }
 
 static void
