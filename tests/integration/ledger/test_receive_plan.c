@@ -97,8 +97,8 @@ expect_bounded_reads(const char *state)
         scanned = xact_counter("seq_tup_read") - scanned;
         fetched = xact_counter("idx_tup_fetch") - fetched;
         harness_exec(conn, "COMMIT");
-        cr_log_info("%s, receive %d: %lld events, %lld rows scanned, %lld fetched by index",
-                    state, i, got, scanned, fetched);
+        cr_log_info("%s, receive %d: %lld events, %lld rows scanned, %lld fetched by index", state,
+                    i, got, scanned, fetched);
         cr_assert_eq(got, BATCH, "%s, receive %d: %lld events, not %d", state, i, got, BATCH);
         cr_assert_leq(scanned + fetched, (long long)READS * BATCH,
                       "%s, receive %d: %d events read %lld rows of events (%lld by scans, %lld "
