@@ -209,4 +209,23 @@ helper_count(PGconn *conn, const char *table, const char *where)
     return harness_scalar_ll(conn, sql);
 }
 
+/*
+ * One of the current transaction's counters of outbox.`table` so far
+ * (pg_stat_xact_user_tables: seq_tup_read, idx_tup_fetch, n_tup_upd, ...),
+ * for the plan tests, which count the rows a statement read: the view adds
+ * the counts not yet sent to the server's statistics, so two readings in
+ * one transaction give what ran between them.
+ */
+static inline long long
+helper_xact_counter(PGconn *conn, const char *table, const char *column)
+{
+    char sql[256];
+
+    snprintf(sql, sizeof(sql),
+             "SELECT coalesce(%s, 0) FROM pg_stat_xact_user_tables WHERE schemaname = 'outbox' "
+             "AND relname = '%s'",
+             column, table);
+    return harness_scalar_ll(conn, sql);
+}
+
 #endif

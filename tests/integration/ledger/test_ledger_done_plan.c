@@ -26,6 +26,7 @@
 
 #include "common/sql.h"
 #include "harness.h"
+#include "ledger_helpers.h"
 #include "sql_gen.h"
 
 #include "common/banned.h" /* last: poisons unsafe functions */
@@ -68,19 +69,6 @@ teardown(void)
 
 TestSuite(ledger_done_plan, .init = setup, .fini = teardown, .timeout = 120);
 
-/* One of this transaction's counters of processed_events, so far. */
-static long long
-xact_counter(const char *column)
-{
-    char sql[256];
-
-    snprintf(sql, sizeof(sql),
-             "SELECT coalesce(%s, 0) FROM pg_stat_xact_user_tables WHERE schemaname = 'outbox' "
-             "AND relname = 'processed_events'",
-             column);
-    return harness_scalar_ll(conn, sql);
-}
-
 /* BATCH new claims of the handler, in progress under their own tokens, kept in `batch`. */
 static void
 claim_batch(void)
@@ -118,15 +106,15 @@ mark_batch_done(const char *template, int ordered, const char *state)
 
     cr_assert(statement != NULL && ids != NULL && tokens != NULL);
     harness_exec(conn, "BEGIN");
-    scanned = xact_counter("seq_tup_read");
-    fetched = xact_counter("idx_tup_fetch");
+    scanned = helper_xact_counter(conn, "processed_events", "seq_tup_read");
+    fetched = helper_xact_counter(conn, "processed_events", "idx_tup_fetch");
     res = PQexecParams(conn, statement, ordered ? 6 : 3, NULL, params, NULL, NULL, 0);
     cr_assert(PQresultStatus(res) == PGRES_TUPLES_OK || PQresultStatus(res) == PGRES_COMMAND_OK,
               "%s: the done mark failed: %s", state, PQresultErrorMessage(res));
     marked = strtoll(ordered ? PQgetvalue(res, 0, 0) : PQcmdTuples(res), NULL, 10);
     PQclear(res);
-    scanned = xact_counter("seq_tup_read") - scanned;
-    fetched = xact_counter("idx_tup_fetch") - fetched;
+    scanned = helper_xact_counter(conn, "processed_events", "seq_tup_read") - scanned;
+    fetched = helper_xact_counter(conn, "processed_events", "idx_tup_fetch") - fetched;
     harness_exec(conn, "COMMIT");
     cr_assert_eq(marked, BATCH, "%s: %lld of the batch's %d claims marked done", state, marked,
                  BATCH);

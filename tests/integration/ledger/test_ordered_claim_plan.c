@@ -27,6 +27,7 @@
 
 #include "common/sql.h"
 #include "harness.h"
+#include "ledger_helpers.h"
 #include "sql_gen.h"
 
 #include "common/banned.h" /* last: poisons unsafe functions */
@@ -89,19 +90,6 @@ struct batch_counts {
     long long ran, scanned, fetched, updated;
 };
 
-/* One of this transaction's counters of handler_progress, so far. */
-static long long
-xact_counter(const char *column)
-{
-    char sql[256];
-
-    snprintf(sql, sizeof(sql),
-             "SELECT coalesce(%s, 0) FROM pg_stat_xact_user_tables WHERE schemaname = 'outbox' "
-             "AND relname = 'handler_progress'",
-             column);
-    return harness_scalar_ll(conn, sql);
-}
-
 /*
  * Runs `sql` (one number back) in a transaction of its own; adds its
  * counters of handler_progress, read before the commit, to `c`. The view
@@ -113,13 +101,13 @@ counted(const char *sql, struct batch_counts *c)
     long long scanned, fetched, updated, n;
 
     harness_exec(conn, "BEGIN");
-    scanned = xact_counter("seq_tup_read");
-    fetched = xact_counter("idx_tup_fetch");
-    updated = xact_counter("n_tup_upd");
+    scanned = helper_xact_counter(conn, "handler_progress", "seq_tup_read");
+    fetched = helper_xact_counter(conn, "handler_progress", "idx_tup_fetch");
+    updated = helper_xact_counter(conn, "handler_progress", "n_tup_upd");
     n = harness_scalar_ll(conn, sql);
-    c->scanned += xact_counter("seq_tup_read") - scanned;
-    c->fetched += xact_counter("idx_tup_fetch") - fetched;
-    c->updated += xact_counter("n_tup_upd") - updated;
+    c->scanned += helper_xact_counter(conn, "handler_progress", "seq_tup_read") - scanned;
+    c->fetched += helper_xact_counter(conn, "handler_progress", "idx_tup_fetch") - fetched;
+    c->updated += helper_xact_counter(conn, "handler_progress", "n_tup_upd") - updated;
     harness_exec(conn, "COMMIT");
     return n;
 }

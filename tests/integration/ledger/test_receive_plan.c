@@ -18,6 +18,7 @@
 #include <stdio.h>
 
 #include "harness.h"
+#include "ledger_helpers.h"
 
 #include "common/banned.h" /* last: poisons unsafe functions */
 
@@ -67,19 +68,6 @@ load(long long n)
     harness_exec(conn, "ALTER TABLE outbox.events ENABLE TRIGGER events_wakeup");
 }
 
-/* One of this transaction's counters of events, so far. */
-static long long
-xact_counter(const char *column)
-{
-    char sql[256];
-
-    snprintf(sql, sizeof(sql),
-             "SELECT coalesce(%s, 0) FROM pg_stat_xact_user_tables WHERE schemaname = 'outbox' "
-             "AND relname = 'events'",
-             column);
-    return harness_scalar_ll(conn, sql);
-}
-
 /* Three receive() calls, each of a whole batch, each reading at most READS rows an event. */
 static void
 expect_bounded_reads(const char *state)
@@ -91,11 +79,11 @@ expect_bounded_reads(const char *state)
         long long scanned, fetched, got;
 
         harness_exec(conn, "BEGIN");
-        scanned = xact_counter("seq_tup_read");
-        fetched = xact_counter("idx_tup_fetch");
+        scanned = helper_xact_counter(conn, "events", "seq_tup_read");
+        fetched = helper_xact_counter(conn, "events", "idx_tup_fetch");
         got = harness_scalar_ll(conn, sql);
-        scanned = xact_counter("seq_tup_read") - scanned;
-        fetched = xact_counter("idx_tup_fetch") - fetched;
+        scanned = helper_xact_counter(conn, "events", "seq_tup_read") - scanned;
+        fetched = helper_xact_counter(conn, "events", "idx_tup_fetch") - fetched;
         harness_exec(conn, "COMMIT");
         cr_log_info("%s, receive %d: %lld events, %lld rows scanned, %lld fetched by index", state,
                     i, got, scanned, fetched);
