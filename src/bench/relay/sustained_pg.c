@@ -256,8 +256,8 @@ relays_finished(struct obx_bench_workers *ws)
  * Events committed and not yet finished, from the writers' and the relays'
  * counters. Counting them in the table (through the window index, which in
  * mark mode still holds every published row after the relays' floor) took
- * 0.3-0.6 s of PostgreSQL's CPU a sample on the bloated table, a quarter
- * of this machine's CPU taken from the load it measures. A relay that
+ * 0.3-0.6 s a sample in the server on fresh and bloated tables alike, a
+ * quarter of this machine's CPU taken from the load it measures. A relay that
  * published a row twice counts it twice, so this may read low by the
  * duplicates: the end of the drain is confirmed in the table.
  */
