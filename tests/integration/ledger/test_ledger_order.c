@@ -304,18 +304,21 @@ Test(ledger_order, the_claim_of_the_next_event_waits_for_the_batch_holding_its_p
 }
 
 /*
- * The careful path claims in progress inside its transaction: the progress
- * row is locked, not yet written. The next event's claim waits for it
- * (busy) instead of parking behind a done mark it cannot see yet, which
- * would leave the park to the periodic sweep if it committed after the
- * finisher's sweep.
+ * The careful path claims in progress inside its transaction. A claim of
+ * an event that may run takes no lock on the progress (migration 0030):
+ * the next event's claim sees its predecessor claimed, not done, and parks
+ * it under that lock. The finisher's done mark writes the same row, so it
+ * waits for that park to commit, and its sweep after its own commit finds
+ * the park at once, not a periodic sweep later.
  */
-Test(ledger_order, the_claim_of_the_next_event_waits_for_a_batch_that_only_locked_the_progress)
+Test(ledger_order, a_park_beside_a_careful_claim_is_found_by_the_finishers_sweep)
 {
     struct obx_ledger *a = helper_ledger_open("order-a");
     struct obx_ledger *b = helper_ledger_open("order-b");
     struct helper_ordered o;
     struct obx_claim first, second;
+    struct obx_parked_set set;
+    char ready[37] = "";
     size_t marked = 0;
     outbox_error err;
 
@@ -328,12 +331,47 @@ Test(ledger_order, the_claim_of_the_next_event_waits_for_a_batch_that_only_locke
     LEDGER_OK(obx_ledger_claim(a, "audit", &o.events[1], 1, 30, 1000, &first, &err));
     cr_assert_eq(first.state, OBX_CLAIM_RUN);
     LEDGER_OK(obx_ledger_claim(b, "audit", &o.events[2], 1, 30, 200, &second, &err));
-    cr_assert_eq(second.state, OBX_CLAIM_BUSY, "the progress row is locked: look again (got %d)",
+    cr_assert_eq(second.state, OBX_CLAIM_PARKED, "2 is claimed, not done: 3 parks (got %d)",
                  second.state);
     LEDGER_OK(obx_ledger_mark_done(a, "audit", &o.events[1], &first, 1, &marked, &err));
+    cr_assert_eq(marked, 1);
     LEDGER_OK(obx_ledger_commit(a, &err));
+    cr_assert_eq(helper_progress(conn, "audit", o.aggs[0]), 2);
+    cr_assert_eq(take_parked(a, "audit", ready, &set), 1, "the finisher's sweep finds it");
+    cr_assert_str_eq(ready, o.ids[2]);
+    obx_parked_set_fini(&set);
     second = helper_claim_one(b, "audit", &o.events[2], 30);
     cr_assert_eq(second.state, OBX_CLAIM_RUN);
+    helper_ordered_free(&o);
+    obx_ledger_close(b);
+    obx_ledger_close(a);
+}
+
+/*
+ * A claim whose events may all run reads the progress without its lock
+ * (migration 0030): a park of a later event, holding the row until its
+ * transaction ends, does not make the ready event wait or come back busy.
+ */
+Test(ledger_order, a_ready_event_runs_while_another_claim_holds_its_progress_row)
+{
+    struct obx_ledger *a = helper_ledger_open("order-a");
+    struct obx_ledger *b = helper_ledger_open("order-b");
+    struct helper_ordered o;
+    struct obx_claim first, later, next;
+    outbox_error err;
+
+    helper_register_ordered(a, "audit");
+    o = helper_ordered_new(conn, 1, 3);
+    first = helper_claim_one(a, "audit", &o.events[0], 30);
+    cr_assert_eq(helper_mark_done(a, "audit", &o.events[0], &first, 1), 1);
+    LEDGER_OK(obx_ledger_begin(a, &err));
+    LEDGER_OK(obx_ledger_claim(a, "audit", &o.events[2], 1, 30, 1000, &later, &err));
+    cr_assert_eq(later.state, OBX_CLAIM_PARKED, "3 is early: parked, the row locked");
+    LEDGER_OK(obx_ledger_claim(b, "audit", &o.events[1], 1, 30, 200, &next, &err));
+    cr_assert_eq(next.state, OBX_CLAIM_RUN, "2 may run: the held row is not waited for (got %d)",
+                 next.state);
+    LEDGER_OK(obx_ledger_commit(a, &err));
+    cr_assert_eq(helper_progress(conn, "audit", o.aggs[0]), 1, "claimed is not done");
     helper_ordered_free(&o);
     obx_ledger_close(b);
     obx_ledger_close(a);
