@@ -31,6 +31,12 @@ ALTER FUNCTION /*schema*/ledger_claim_ordered(text, uuid[], integer, integer, bo
                                               uuid[], bigint[], text[], text[], text[])
     RENAME TO ledger_claim_ordered_locked;
 
+-- The claim of a batch with ordered events, with ledger_claim_ordered_locked()'s
+-- arguments and results. A claim in progress (claim_done false) whose
+-- aggregates come once each, every event at most one past its handler's
+-- progress (a missing row reads 0), makes the missing progress rows at 0 and
+-- goes to the plain claim (ledger_claim) with no lock on the progress; any
+-- other batch is claimed by ledger_claim_ordered_locked().
 CREATE FUNCTION /*schema*/ledger_claim_ordered(claim_handler text, claim_ids uuid[],
                                                claim_lease_seconds integer,
                                                claim_lock_wait_ms integer,
