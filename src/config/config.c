@@ -203,6 +203,11 @@ obx_config_text(const struct obx_config *cfg, const struct obx_setting *s, char 
 
     switch (s->type) {
     case OBX_SETTING_INT:
+        /* A number with no default, not set, is unset, as a string is (OUTBOX_BATCH_SIZE). */
+        if (s->fallback == NULL && *int_slot(c, s) == 0) {
+            snprintf(out, cap, "%s", "");
+            return;
+        }
         snprintf(out, cap, "%lld", *int_slot(c, s));
         return;
     case OBX_SETTING_CHOICE:

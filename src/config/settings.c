@@ -169,8 +169,9 @@ const struct obx_setting obx_settings[] = {
         "consumer claim lease; renewed every third of itself while an exec: or http: handler "
         "runs; below "
         "OUTBOX_HANDLER_TIMEOUT_SECONDS it must be at least 2"),
-    INT("OUTBOX_BATCH_SIZE", batch_size, R | C, "100", 1, 10000,
-        "rows per lease (and messages per fetch)"),
+    INT("OUTBOX_BATCH_SIZE", batch_size, R | C, NULL, 1, 10000,
+        "rows a relay claims at a time (unset: 500; a fleet relay: 100 per database) and messages "
+        "a consumer fetches (unset: 100)"),
     STR("OUTBOX_STREAM", stream, R | C, "EVENTS", stream_name_check, "JetStream stream name"),
     STR("OUTBOX_SUBJECT_PREFIX", subject_prefix, R | C, "events", obx_subject_prefix_check,
         "subject prefix: {prefix}.{aggregate_type}.{event_type}; the stream captures {prefix}.>"),
@@ -289,6 +290,15 @@ find(char sep, const char *name, size_t len)
         }
     }
     return NULL;
+}
+
+long long
+obx_batch_size(const struct obx_config *cfg, unsigned part)
+{
+    if (cfg->batch_size > 0) {
+        return cfg->batch_size;
+    }
+    return part == OBX_FOR_RELAY ? OBX_RELAY_BATCH_DEFAULT : OBX_CONSUMER_BATCH_DEFAULT;
 }
 
 const struct obx_setting *

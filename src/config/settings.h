@@ -70,6 +70,21 @@ struct obx_setting {
 extern const struct obx_setting obx_settings[];
 extern const size_t obx_settings_count;
 
+/*
+ * OUTBOX_BATCH_SIZE unset (0 in struct obx_config): each part's own. A relay
+ * claims 500 rows at a time: at 100, two relays needed a hundred claims a
+ * second to keep up with 10,000 events/s and fell behind (docs/benchmarks.md).
+ * A consumer fetches 100 messages: a fetch is held until its last message is
+ * handled, and the ack wait runs for all of them.
+ */
+enum { OBX_RELAY_BATCH_DEFAULT = 500, OBX_CONSUMER_BATCH_DEFAULT = 100 };
+
+/* A fleet relay's batch per database, unset: ten fit the shared window (fleet_member.c). */
+enum { OBX_FLEET_BATCH_DEFAULT = 100 };
+
+/* The batch size `part` (OBX_FOR_RELAY or OBX_FOR_CONSUMER) runs with: set, or its default. */
+long long obx_batch_size(const struct obx_config *cfg, unsigned part);
+
 /* The row whose key is `key` ("batch_size"), or NULL. */
 const struct obx_setting *obx_setting_by_key(const char *key);
 

@@ -101,8 +101,16 @@ member_config(struct obx_fleet_member *m, const struct obx_config *base, const c
     if (st == OUTBOX_OK) {
         st = obx_config_set_key(v, "name", name, err);
     }
-    /* A batch is granted whole (fleet_window.c), so none may exceed the cap. */
+    /*
+     * Unset, a database's batch stays at 100 (not a lone relay's 500): with
+     * the defaults ten databases each have a whole batch in the shared
+     * window at once (docs/relays.md). A batch is granted whole
+     * (fleet_window.c), so none may exceed the cap.
+     */
     v->max_in_flight = cap;
+    if (v->batch_size == 0) {
+        v->batch_size = OBX_FLEET_BATCH_DEFAULT;
+    }
     if (v->batch_size > cap) {
         v->batch_size = cap;
     }

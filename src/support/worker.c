@@ -44,6 +44,7 @@ obx_worker_init(struct obx_worker *w, const char *role, unsigned part, size_t st
         st = obx_config_copy(&w->cfg, &cfg->values, err);
     }
     if (st == OUTBOX_OK) {
+        w->cfg.batch_size = obx_batch_size(&w->cfg, part); /* unset: the part's own */
         obx_config_replica_name(&w->cfg, w->name, sizeof(w->name));
     }
     return st;

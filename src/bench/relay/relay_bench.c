@@ -61,7 +61,7 @@ changed_settings(int batch, int prune)
         fprintf(stderr, "outbox-bench: out of memory\n");
         exit(1);
     }
-    if (batch != defaults->values.batch_size) {
+    if (batch != obx_batch_size(&defaults->values, OBX_FOR_RELAY)) {
         json_object_set_new(changed, "batch_size", json_integer(batch));
     }
     if (OBX_BENCH_RELAY_WINDOW != defaults->values.max_in_flight) {

@@ -56,6 +56,9 @@ Test(relay, marks_every_published_row_done_and_keeps_it_in_mark_mode)
     HARNESS_WAIT_UNTIL(relay_test_unfinished(conn) == 0, 30000);
     relay_test_stop(&relay, 10000);
 
+    cr_assert(harness_proc_log_contains(&relay, "batch_size=500"),
+              "OUTBOX_BATCH_SIZE unset: a relay claims 500 rows at a time:\n%s",
+              harness_proc_log(&relay));
     cr_assert_eq(relay_test_count(conn, "true"), 600, "mark mode deletes nothing");
     cr_assert_eq(relay_test_count(conn, "status = 'done' AND published_at IS NOT NULL "
                                         "AND published_at >= created_at AND attempts = 0 "

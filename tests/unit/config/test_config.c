@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config/config.h"
 #include "config/settings.h"
 #include "outbox/worker.h"
 
@@ -83,7 +84,8 @@ Test(config, a_value_is_checked_when_it_is_set_and_a_refused_one_changes_nothing
     cr_assert(strstr(err.message, "stream \"two words\"") != NULL, "%s", err.message);
     cr_assert_eq(outbox_config_set(cfg, "subject_prefix", "a.>", &err), OUTBOX_EINVAL);
     cr_assert_eq(outbox_config_set(cfg, "schema", "Outbox", &err), OUTBOX_EINVAL);
-    cr_assert_str_eq(get(cfg, "batch_size"), "100");
+    cr_assert_str_eq(get(cfg, "batch_size"), "", "unset: the relay's own, 500");
+    cr_assert_eq(obx_batch_size(&cfg->values, OBX_FOR_RELAY), 500);
     cr_assert_str_eq(get(cfg, "relay_mode"), "mark");
     cr_assert_str_eq(get(cfg, "stream"), "EVENTS");
     cr_assert_str_eq(get(cfg, "subject_prefix"), "events");

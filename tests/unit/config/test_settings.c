@@ -248,7 +248,9 @@ Test(settings, an_empty_flag_is_not_given_as_an_empty_variable_is_not_set)
     setenv("OUTBOX_BATCH_SIZE", "", 1);
     setenv("OUTBOX_LEASE_SECONDS", "7", 1);
     cr_assert_eq(obx_config_load(&cfg, 5, argv, &rest, &err), OUTBOX_OK, "%s", err.message);
-    cr_assert_eq(cfg.batch_size, 100);
+    cr_assert_eq(cfg.batch_size, 0, "unset");
+    cr_assert_eq(obx_batch_size(&cfg, OBX_FOR_RELAY), 500, "unset: a relay claims 500 at a time");
+    cr_assert_eq(obx_batch_size(&cfg, OBX_FOR_CONSUMER), 100, "unset: a consumer fetches 100");
     cr_assert_eq(cfg.lease_seconds, 7, "an empty flag leaves the variable's value");
     cr_assert_null(cfg.nats_tls_ca);
     cr_assert_eq(rest, 1);
