@@ -587,6 +587,11 @@ Test(fleet, sighup_adds_and_removes_databases_without_a_restart)
         }
     }
     relay_test_stop(&p, 20000);
+    cr_assert(harness_proc_log_contains(&p, "batch_size=100") &&
+                  !harness_proc_log_contains(&p, "batch_size=500"),
+              "OUTBOX_BATCH_SIZE unset: a fleet relay claims 100 rows a database, not a lone "
+              "relay's 500:\n%s",
+              harness_proc_log(&p));
     check_stream(1);
     check_stream(2);
 }

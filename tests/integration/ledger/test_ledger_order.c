@@ -377,6 +377,36 @@ Test(ledger_order, a_ready_event_runs_while_another_claim_holds_its_progress_row
     obx_ledger_close(a);
 }
 
+/*
+ * The same ready event claimed by two replicas at once, the first's claim
+ * not yet committed: the second's plain insert waits for that row up to
+ * its lock wait, then the event is busy (not an error, not run twice).
+ */
+Test(ledger_order, a_ready_event_another_open_claim_is_inserting_is_busy)
+{
+    struct obx_ledger *a = helper_ledger_open("order-a");
+    struct obx_ledger *b = helper_ledger_open("order-b");
+    struct helper_ordered o;
+    struct obx_claim first, second;
+    outbox_error err;
+
+    helper_register_ordered(a, "audit");
+    o = helper_ordered_new(conn, 1, 1);
+    LEDGER_OK(obx_ledger_begin(a, &err));
+    LEDGER_OK(obx_ledger_claim(a, "audit", &o.events[0], 1, 30, 1000, &first, &err));
+    cr_assert_eq(first.state, OBX_CLAIM_RUN);
+    LEDGER_OK(obx_ledger_claim(b, "audit", &o.events[0], 1, 30, 200, &second, &err));
+    cr_assert_eq(second.state, OBX_CLAIM_BUSY, "held by an open claim: look again (got %d)",
+                 second.state);
+    LEDGER_OK(obx_ledger_commit(a, &err));
+    second = helper_claim_one(b, "audit", &o.events[0], 30);
+    cr_assert_eq(second.state, OBX_CLAIM_BUSY, "claimed by the first, its lease running");
+    cr_assert_eq(helper_count(conn, "processed_events", "status = 'in_progress'"), 1);
+    helper_ordered_free(&o);
+    obx_ledger_close(b);
+    obx_ledger_close(a);
+}
+
 Test(ledger_order, a_park_committed_before_the_done_mark_is_ready_for_the_sweep_after_it)
 {
     struct obx_ledger *a = helper_ledger_open("order-a");
