@@ -25,14 +25,18 @@
 
 enum { STOP_TIMEOUT_MS = 10 * 1000 };
 
-/* The worker's running cluster, stopped at exit. */
-static struct harness_cluster *running;
+/*
+ * The worker's running cluster's nodes, stopped at exit. The nodes, not the
+ * test's struct harness_cluster: that lives on a test's stack, gone when a
+ * failed assertion leaves the test.
+ */
+static struct obx_dev_cluster *running;
 
 static void
 stop_at_exit(void)
 {
     if (running != NULL) {
-        obx_dev_cluster_halt(running->dev);
+        obx_dev_cluster_halt(running);
     }
 }
 
@@ -64,7 +68,7 @@ harness_cluster_start(struct harness_cluster *c, const char *name)
         atexit(stop_at_exit);
         registered = 1;
     }
-    running = c;
+    running = c->dev;
 }
 
 void
@@ -100,12 +104,12 @@ harness_cluster_restart(struct harness_cluster *c, int k)
 void
 harness_cluster_stop(struct harness_cluster *c)
 {
+    if (running == c->dev) {
+        running = NULL;
+    }
     if (c->dev != NULL) {
         obx_dev_cluster_halt(c->dev);
         free(c->dev);
-    }
-    if (running == c) {
-        running = NULL;
     }
     memset(c, 0, sizeof(*c));
 }
