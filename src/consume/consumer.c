@@ -332,6 +332,7 @@ settle(struct obx_feed *feed, struct obx_feed_batch *b, const struct obx_msg_ver
 {
     enum obx_settle *what = calloc(b->count, sizeof(*what));
     long long *delay = calloc(b->count, sizeof(*delay));
+    long long now_ms = obx_monotonic_ms();
     outbox_status st;
 
     if (what == NULL || delay == NULL) {
@@ -343,7 +344,8 @@ settle(struct obx_feed *feed, struct obx_feed_batch *b, const struct obx_msg_ver
         what[i] = OBX_SETTLE_ACK;
         if (v[i].nak) {
             what[i] = OBX_SETTLE_NAK;
-            delay[i] = v[i].nak_delay_ms;
+            /* A retry keeps its schedule however long the batch ran after it failed. */
+            delay[i] = obx_verdict_nak_delay_left(&v[i], now_ms);
         } else if (v[i].bad || (v[i].matched > 0 && v[i].dead == v[i].matched)) {
             what[i] = OBX_SETTLE_TERM;
         }

@@ -6,16 +6,25 @@
 #include "delivery.h"
 
 #include "claim_keeper.h"
+#include "common/clock.h"
 
 #include "common/banned.h" /* last: poisons unsafe functions */
 
 void
 obx_verdict_nak(struct obx_msg_verdict *v, long long delay_ms)
 {
-    if (!v->nak || delay_ms < v->nak_delay_ms) {
-        v->nak_delay_ms = delay_ms;
+    long long due_ms = obx_monotonic_ms() + delay_ms;
+
+    if (!v->nak || due_ms < v->nak_due_ms) {
+        v->nak_due_ms = due_ms;
     }
     v->nak = 1;
+}
+
+long long
+obx_verdict_nak_delay_left(const struct obx_msg_verdict *v, long long now_ms)
+{
+    return v->nak_due_ms - now_ms > 1 ? v->nak_due_ms - now_ms : 1;
 }
 
 const char *

@@ -20,7 +20,7 @@ struct obx_msg_verdict {
     int matched;              /* handlers whose filter matched */
     int dead;                 /* of those, dead-lettered (now or earlier) */
     int nak;                  /* some handler must see it again */
-    long long nak_delay_ms;   /* the soonest of those */
+    long long nak_due_ms;     /* the soonest of those, on the monotonic clock */
 };
 
 struct obx_claim_watch;
@@ -36,7 +36,14 @@ struct outbox_delivery {
 /* The redelivery delay after a ledger failure; it spends no attempt. */
 enum { OBX_LEDGER_OUTAGE_RETRY_MS = 1000 };
 
-/* Records a NAK for message `v` after `delay_ms` (keeps the soonest). */
+/*
+ * Records a NAK for message `v`, due `delay_ms` from now (keeps the
+ * soonest). The delay is counted from now, not from the NAK: the rest of
+ * the batch may run long before it is sent.
+ */
 void obx_verdict_nak(struct obx_msg_verdict *v, long long delay_ms);
+
+/* What is left of `v`'s NAK delay at `now_ms` (monotonic): at least 1 ms. */
+long long obx_verdict_nak_delay_left(const struct obx_msg_verdict *v, long long now_ms);
 
 #endif

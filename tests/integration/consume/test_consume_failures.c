@@ -125,7 +125,7 @@ failures_are_retried_on_schedule_and_dead_lettered_at_max_attempts(const char *b
     struct consume_group g;
     struct consume_nats_terms terms = {0};
     struct harness_proc consumer;
-    char flaky[200], hook[400], needle[160], err[512] = "";
+    char flaky[200], hook[512], needle[160], err[512] = "";
     char *ok_id, *twice_id, *dead_id, *hooked_id;
 
     consume_group_init(&g, bus, "SCHED", dir);
@@ -139,9 +139,15 @@ failures_are_retried_on_schedule_and_dead_lettered_at_max_attempts(const char *b
                        "((env->>'id')::uuid, 'flaky'); END$$");
     snprintf(flaky, sizeof(flaky), "flaky@%s.movie.review.logged=sql:SELECT public.flaky($1)",
              g.prefix);
-    /* Fails until its counter file for the event has three lines: two attempts spent. */
+    /*
+     * Fails until its counter file for the event has three lines: two attempts
+     * spent. Its first run takes 1.5 s, after flaky's first failures in the
+     * same batch: their retries must still come 1 s after they failed, not
+     * 1 s after the batch ends.
+     */
     snprintf(hook, sizeof(hook),
              "hook@%s.movie.hooked=exec:f=\"$CONSUME_DIR/$OUTBOX_EVENT_ID\"; "
+             "[ \"$OUTBOX_ATTEMPTS\" != 0 ] || sleep 1.5; "
              "echo \"$OUTBOX_ATTEMPTS\" >> \"$f\"; "
              "[ \"$(wc -l < \"$f\")\" -ge 3 ] || { echo \"hook not ready\" >&2; exit 1; }",
              g.prefix);
