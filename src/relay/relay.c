@@ -24,7 +24,6 @@
 enum {
     POLL_MIN_MS = 5, /* idle poll right after work, growing to poll_max_ms */
     MAINTENANCE_EVERY_MS = 30000,
-    HEALTH_EVERY_MS = 5000,  /* the gauges' sample period */
     PRUNE_BATCH_ROWS = 1000, /* rows per retention delete, so no pass holds locks long */
     PRUNE_BATCHES_PER_PASS = 20,
 };
@@ -506,57 +505,6 @@ maybe_maintain(struct outbox_relay *relay)
     }
 }
 
-/*
- * The gauges an operator alerts on, from one query every few seconds: what
- * waits, what a republish could duplicate, dead row versions and the last
- * vacuum, and how much of the claim index a lease reads.
- */
-static void
-maybe_sample_health(struct outbox_relay *relay)
-{
-    struct obx_store_health h;
-    outbox_error err = {0};
-    long long now = obx_monotonic_ms();
-    long long scans, reads, fetches;
-
-    if (now < relay->next_health_ms || !relay->db.up) {
-        return;
-    }
-    relay->next_health_ms = now + HEALTH_EVERY_MS;
-    if (obx_store_health(relay->store, &h, &err) != OUTBOX_OK) {
-        if (err.code == OUTBOX_EUNAVAILABLE) {
-            drop_store(relay, &err);
-        }
-        return; /* a sample missed is only a gauge a few seconds older */
-    }
-    scans = h.claim_index_scans - relay->health.claim_index_scans;
-    reads = h.claim_index_reads - relay->health.claim_index_reads;
-    fetches = h.claim_index_fetches - relay->health.claim_index_fetches;
-    if (relay->health.claim_index_scans > 0 && scans > 0 && reads >= 0) {
-        obx_worker_gauge(&relay->w, OUTBOX_RELAY_INDEX_ENTRIES_PER_LEASE,
-                         (unsigned long long)(reads / scans));
-    }
-    if (relay->health.claim_index_scans > 0 && scans > 0 && fetches >= 0) {
-        obx_worker_gauge(&relay->w, OUTBOX_RELAY_ROWS_SCANNED_PER_LEASE,
-                         (unsigned long long)(fetches / scans));
-    }
-    obx_worker_gauge(&relay->w, OUTBOX_RELAY_OLDEST_DUE_SECONDS,
-                     (unsigned long long)h.oldest_due_s);
-    obx_worker_gauge(&relay->w, OUTBOX_RELAY_OLDEST_UNCONFIRMED_SECONDS,
-                     (unsigned long long)h.oldest_unconfirmed_s);
-    obx_worker_gauge(&relay->w, OUTBOX_RELAY_TABLE_DEAD_TUPLES, (unsigned long long)h.dead_tuples);
-    obx_worker_gauge(&relay->w, OUTBOX_RELAY_TABLE_LAST_VACUUM_UNIX,
-                     (unsigned long long)h.last_vacuum_unix);
-    obx_worker_gauge(&relay->w, OUTBOX_RELAY_DEAD_LETTERS, (unsigned long long)h.dead_letters);
-    obx_worker_gauge(&relay->w, OUTBOX_RELAY_XMIN_HORIZON_AGE_SECONDS,
-                     (unsigned long long)h.horizon_age_s);
-    obx_worker_gauge(&relay->w, OUTBOX_RELAY_CLAIM_OPEN_SECONDS,
-                     (unsigned long long)h.claim_open_s);
-    obx_worker_gauge(&relay->w, OUTBOX_RELAY_BLOCKED_AGGREGATES,
-                     (unsigned long long)h.blocked_aggregates);
-    relay->health = h;
-}
-
 /* Nothing was due: wait for a wake-up or the next poll, whichever comes first. */
 static void
 wait_for_work(struct outbox_relay *relay, int idle_ms)
@@ -586,7 +534,6 @@ run_loop(struct outbox_relay *relay)
         if (!ensure_store(relay)) {
             continue;
         }
-        maybe_sample_health(relay); /* before the broker: an outage is when gauges matter most */
         if (!ensure_bus(relay)) {
             /* A batch leased before the broker went away goes back, deferred, rather than
              * wait out the outage under a lease that would expire and count against it. */
@@ -671,6 +618,8 @@ outbox_relay_free(outbox_relay *relay)
 outbox_status
 outbox_relay_run(outbox_relay *relay, outbox_error *err)
 {
+    int gauges_rc;
+
     obx_error_reset(err);
     obx_log(OUTBOX_LOG_INFO,
             "relay starting relay=%s schema=%s mode=%s bus=%s stream=%s batch_size=%lld "
@@ -679,7 +628,13 @@ outbox_relay_run(outbox_relay *relay, outbox_error *err)
             relay->w.cfg.relay_mode == OUTBOX_RELAY_PRUNE ? "prune" : "mark",
             relay->w.cfg.bus == OUTBOX_BUS_NATS_CORE ? "nats-core" : "jetstream",
             relay->w.cfg.stream, relay->w.cfg.batch_size, relay->w.cfg.lease_seconds);
+    gauges_rc = obx_relay_gauges_start(&relay->gauges, &relay->w);
+    if (gauges_rc != 0) {
+        obx_log(OUTBOX_LOG_ERROR, "cannot start the gauges' sampler relay=%s errno=%d",
+                relay->w.name, gauges_rc);
+    }
     run_loop(relay);
+    obx_relay_gauges_stop(&relay->gauges);
     obx_store_close(relay->store);
     relay->store = NULL;
     obx_bus_close(relay->bus);

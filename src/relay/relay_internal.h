@@ -11,6 +11,7 @@
 #include "outbox/worker.h"
 #include "relay_claim_switch.h"
 #include "relay_gate.h"
+#include "relay_gauges.h"
 #include "relay_test_hooks.h"
 #include "store/store.h"
 #include "support/worker.h"
@@ -30,8 +31,7 @@ struct outbox_relay {
     struct obx_relay_gate gate;        /* room in a shared window (a fleet's); all zero: none */
     int stream_ready;                  /* JetStream stream created or checked */
     long long next_maintenance_ms;     /* monotonic time of the next retention pass */
-    long long next_health_ms;          /* monotonic time of the next health sample */
-    struct obx_store_health health;    /* the last sample, for the per-lease figure */
+    struct obx_relay_gauges gauges;    /* the health sample, on its own thread and session */
     int two_writes;                    /* the bench's comparison: lease, then finish */
 };
 

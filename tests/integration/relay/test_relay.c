@@ -194,6 +194,34 @@ Test(relay, publishes_an_event_committed_while_idle_well_before_the_next_poll)
     relay_env_fini(&env);
 }
 
+Test(relay, claims_go_on_while_a_health_sample_waits)
+{
+    struct relay_env env;
+    struct harness_proc relay;
+    PGconn *locker = PQconnectdb(harness_db_url());
+
+    cr_assert_eq(PQstatus(locker), CONNECTION_OK, "%s", PQerrorMessage(locker));
+    relay_test_env(&env, "RELAY_GAUGES", "relaygauges");
+    relay_test_start(&relay, &env, "gauges-1");
+    HARNESS_WAIT_UNTIL(harness_proc_log_contains(&relay, "broker connected"), 30000);
+    /*
+     * The health sample counts the relay's dead letters: a lock on their table holds it up,
+     * as a bloated table under load did for 0.1-1.8 s a sample. After 5.5 s a sample (every
+     * 5 s) is waiting for the lock. The gauges have their own session and thread, so the
+     * claims go on; on the claim loop's session, nothing was relayed until the lock went.
+     */
+    harness_exec(locker, "BEGIN");
+    harness_exec(locker, "LOCK TABLE outbox.dead_letters IN ACCESS EXCLUSIVE MODE");
+    harness_sleep_ms(5500);
+    relay_test_enqueue(conn, 50);
+    HARNESS_WAIT_UNTIL(relay_test_unfinished(conn) == 0, 5000);
+    harness_exec(locker, "ROLLBACK");
+    PQfinish(locker);
+    relay_test_stop(&relay, 10000);
+    relay_test_check(conn, "RELAY_GAUGES");
+    relay_env_fini(&env);
+}
+
 /* ---- outboxctl status --json ------------------------------------------------------------ */
 
 /* Runs `outboxctl status --json` on this test's database; returns the parsed object. */
