@@ -23,9 +23,6 @@
 
 enum {
     POLL_MIN_MS = 5, /* idle poll right after work, growing to poll_max_ms */
-    MAINTENANCE_EVERY_MS = 30000,
-    PRUNE_BATCH_ROWS = 1000, /* rows per retention delete, so no pass holds locks long */
-    PRUNE_BATCHES_PER_PASS = 20,
 };
 
 static double
@@ -477,34 +474,6 @@ publish_batch(struct outbox_relay *relay, const struct obx_lease *cur, struct ob
     return transport_failed;
 }
 
-/* Mark mode keeps published rows for replay; this removes them after the retention. */
-static void
-maybe_maintain(struct outbox_relay *relay)
-{
-    long long now = obx_monotonic_ms();
-    size_t deleted = PRUNE_BATCH_ROWS;
-    struct obx_prune_cursor cursor = {{0}};
-    outbox_error err = {0};
-
-    if (relay->w.cfg.relay_mode != OUTBOX_RELAY_MARK || now < relay->next_maintenance_ms ||
-        !relay->db.up) {
-        return;
-    }
-    relay->next_maintenance_ms = now + MAINTENANCE_EVERY_MS;
-    for (int i = 0; i < PRUNE_BATCHES_PER_PASS && deleted == PRUNE_BATCH_ROWS; i++) {
-        if (obx_store_prune_done(relay->store, relay->w.cfg.retention_hours * 3600,
-                                 PRUNE_BATCH_ROWS, &cursor, &deleted, &err) != OUTBOX_OK) {
-            if (err.code == OUTBOX_EUNAVAILABLE) {
-                drop_store(relay, &err);
-            } else {
-                obx_log(OUTBOX_LOG_ERROR, "retention pass failed relay=%s error=\"%s\" sqlstate=%s",
-                        relay->w.name, err.message, err.sqlstate);
-            }
-            return;
-        }
-    }
-}
-
 /* Nothing was due: wait for a wake-up or the next poll, whichever comes first. */
 static void
 wait_for_work(struct outbox_relay *relay, int idle_ms)
@@ -542,7 +511,6 @@ run_loop(struct outbox_relay *relay)
             obx_pause_ms(&relay->w.stop_requested, relay->broker.pause_ms);
             continue;
         }
-        maybe_maintain(relay);
         if (cur.count == 0) {
             obx_lease_fini(&cur);
             /* Listening, a lease right after one that found nothing would find only what
@@ -618,7 +586,7 @@ outbox_relay_free(outbox_relay *relay)
 outbox_status
 outbox_relay_run(outbox_relay *relay, outbox_error *err)
 {
-    int gauges_rc;
+    int upkeep_rc;
 
     obx_error_reset(err);
     obx_log(OUTBOX_LOG_INFO,
@@ -628,13 +596,13 @@ outbox_relay_run(outbox_relay *relay, outbox_error *err)
             relay->w.cfg.relay_mode == OUTBOX_RELAY_PRUNE ? "prune" : "mark",
             relay->w.cfg.bus == OUTBOX_BUS_NATS_CORE ? "nats-core" : "jetstream",
             relay->w.cfg.stream, relay->w.cfg.batch_size, relay->w.cfg.lease_seconds);
-    gauges_rc = obx_relay_gauges_start(&relay->gauges, &relay->w);
-    if (gauges_rc != 0) {
-        obx_log(OUTBOX_LOG_ERROR, "cannot start the gauges' sampler relay=%s errno=%d",
-                relay->w.name, gauges_rc);
+    upkeep_rc = obx_relay_upkeep_start(&relay->upkeep, &relay->w);
+    if (upkeep_rc != 0) {
+        obx_log(OUTBOX_LOG_ERROR, "cannot start the upkeep thread relay=%s errno=%d", relay->w.name,
+                upkeep_rc);
     }
     run_loop(relay);
-    obx_relay_gauges_stop(&relay->gauges);
+    obx_relay_upkeep_stop(&relay->upkeep);
     obx_store_close(relay->store);
     relay->store = NULL;
     obx_bus_close(relay->bus);

@@ -11,8 +11,8 @@
 #include "outbox/worker.h"
 #include "relay_claim_switch.h"
 #include "relay_gate.h"
-#include "relay_gauges.h"
 #include "relay_test_hooks.h"
+#include "relay_upkeep.h"
 #include "store/store.h"
 #include "support/worker.h"
 
@@ -30,8 +30,7 @@ struct outbox_relay {
     struct obx_bus *bus;               /* NULL until the broker first answers */
     struct obx_relay_gate gate;        /* room in a shared window (a fleet's); all zero: none */
     int stream_ready;                  /* JetStream stream created or checked */
-    long long next_maintenance_ms;     /* monotonic time of the next retention pass */
-    struct obx_relay_gauges gauges;    /* the health sample, on its own thread and session */
+    struct obx_relay_upkeep upkeep;    /* gauges and retention, on their own thread and session */
     int two_writes;                    /* the bench's comparison: lease, then finish */
 };
 

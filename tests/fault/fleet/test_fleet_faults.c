@@ -328,7 +328,7 @@ owned_metric(int port, int i)
 /*
  * Once settled, each database has one owner by every account: one lock
  * holder, one replica saying it owns it, one relay session and one for
- * its gauges; the other replica holds nothing there.
+ * its upkeep; the other replica holds nothing there.
  */
 static void
 assert_settled_ownership(const int *ports, int replicas)
@@ -337,7 +337,7 @@ assert_settled_ownership(const int *ports, int replicas)
         double sum = 0;
 
         HARNESS_WAIT_UNTIL(owners(i) == 1 && sessions(i, "outboxd-relay") == 1 &&
-                               sessions(i, "outboxd-relay-gauges") == 1 &&
+                               sessions(i, "outboxd-relay-upkeep") == 1 &&
                                sessions(i, "%fleet-lock") == 1,
                            10000);
         for (int r = 0; r < replicas; r++) {

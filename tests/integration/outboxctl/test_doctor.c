@@ -281,7 +281,7 @@ Test(ctl_doctor, a_transaction_pool_carrying_a_relays_synchronous_commit_off_is_
     char *url;
 
     make_stream("DOC_PBR", "docpbr", 3600, js_LimitsPolicy);
-    /* One server connection: the relay's two sessions (claims, gauges) and doctor's all land
+    /* One server connection: the relay's two sessions (claims, upkeep) and doctor's all land
      * on it, as they would on whichever connection a larger pool hands out. */
     harness_pgbouncer_start_with(&pb, harness_pg_port(), "transaction", "default_pool_size = 1\n");
     url = harness_db_url_via(pb.port);

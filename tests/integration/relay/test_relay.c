@@ -4,10 +4,11 @@
  * nats-server: mark mode keeps published rows as done, prune mode deletes
  * them, a low id committed late is still published, core NATS delivers to
  * a plain subscriber, a commit wakes an idle relay long before its next
- * poll, `outboxctl status --json` counts what operators need, and no log
- * line ever carries the database password. Every test checks the stream
- * against the database (FAULTS.md §1); each uses its own stream and
- * subject prefix, so tests run in parallel.
+ * poll, neither a slow health sample nor a large retention backlog holds
+ * anything up, `outboxctl status --json` counts what operators need, and no
+ * log line ever carries the database password. Every test that publishes
+ * checks the stream against the database (FAULTS.md §1); each uses its own
+ * stream and subject prefix, so tests run in parallel.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +19,7 @@
 #include <jansson.h>
 #include <nats/nats.h>
 
+#include "aged_rows.h"
 #include "harness.h"
 #include "relay_check.h"
 #include "relay_test.h"
@@ -219,6 +221,30 @@ Test(relay, claims_go_on_while_a_health_sample_waits)
     PQfinish(locker);
     relay_test_stop(&relay, 10000);
     relay_test_check(conn, "RELAY_GAUGES");
+    relay_env_fini(&env);
+}
+
+Test(relay, retention_keeps_up_with_a_large_backlog_of_old_rows)
+{
+    struct relay_env env;
+    struct harness_proc relay;
+
+    /*
+     * 40,000 rows published two hours ago under a retention of one hour, and 10 new events
+     * that stay. On the claim loop a pass was held to 20 x 1,000 rows every 30 s: half of the
+     * old rows were still there half a minute later. The upkeep's pass goes on while its
+     * batches come full.
+     */
+    relay_test_enqueue(conn, 40000);
+    aged_rows_from_pending(conn, "done");
+    relay_test_enqueue(conn, 10);
+    relay_test_env(&env, "RELAY_RETAIN", "relayretain");
+    relay_env_set(&env, "OUTBOX_RELAY_MODE", "mark");
+    relay_env_set(&env, "OUTBOX_RETENTION_HOURS", "1");
+    relay_test_start(&relay, &env, "retain-1");
+    HARNESS_WAIT_UNTIL(relay_test_count(conn, "true") == 10, 20000);
+    HARNESS_WAIT_UNTIL(relay_test_count(conn, "status = 'done'") == 10, 10000);
+    relay_test_stop(&relay, 10000);
     relay_env_fini(&env);
 }
 
