@@ -28,13 +28,10 @@
 #include "common/banned.h" /* last: poisons unsafe functions */
 
 enum {
-    MAINTENANCE_EVERY_MS = 5 * 60 * 1000,
-    PRUNE_BATCH_ROWS = 1000,
-    PRUNE_BATCHES_PER_PASS = 20,
-    SAMPLE_EVERY_MS = 10000,     /* the dead-letter gauges' sample period */
-    OUTAGE_LOG_EVERY_MS = 60000, /* a handler outage that lasts is logged again this often */
-    PARK_SWEEP_EVERY_MS = 1000,  /* parked events a dead replica would have run, this late */
-    PARK_SWEEP_ROUNDS = 64,      /* parked batches per handler and sweep, so feeds go on */
+    REGISTER_EVERY_MS = 5 * 60 * 1000, /* the handlers' last_seen */
+    OUTAGE_LOG_EVERY_MS = 60000,       /* a handler outage that lasts is logged again this often */
+    PARK_SWEEP_EVERY_MS = 1000,        /* parked events a dead replica would have run, this late */
+    PARK_SWEEP_ROUNDS = 64,            /* parked batches per handler and sweep, so feeds go on */
 };
 
 /* The ledger's connection broke: the next turn reconnects it. */
@@ -356,114 +353,17 @@ settle(struct obx_feed *feed, struct obx_feed_batch *b, const struct obx_msg_ver
     return st;
 }
 
-/*
- * With no relay (OUTBOX_BUS=db, mark mode) the consumers are the ones who
- * remove handled outbox rows after the retention, through a short-lived
- * store connection.
- */
+/* The handlers' registrations say every few minutes that their bindings are alive. */
 static void
-prune_outbox(struct outbox_consumer *c)
-{
-    struct obx_store_options so = {.conninfo = c->w.cfg.database_url,
-                                   .schema = c->w.cfg.schema,
-                                   .application_name = "outboxd-consumer"};
-    struct obx_store *store = NULL;
-    size_t deleted = PRUNE_BATCH_ROWS;
-    struct obx_prune_cursor cursor = {{0}};
-    outbox_error err = {0};
-
-    if (c->w.cfg.bus != OUTBOX_BUS_DB || c->w.cfg.relay_mode != OUTBOX_RELAY_MARK ||
-        obx_store_open(&so, &store, &err) != OUTBOX_OK) {
-        return;
-    }
-    for (int i = 0; i < PRUNE_BATCHES_PER_PASS && deleted == PRUNE_BATCH_ROWS; i++) {
-        if (obx_store_prune_done(store, c->w.cfg.retention_hours * 3600, PRUNE_BATCH_ROWS, &cursor,
-                                 &deleted, &err) != OUTBOX_OK) {
-            break;
-        }
-    }
-    obx_store_close(store);
-}
-
-/* Each handler's waiting dead letters and parked events, for the gauges, every few seconds. */
-static void
-maybe_sample_handler_gauges(struct outbox_consumer *c)
-{
-    const char *names[OBX_MAX_HANDLERS];
-    struct obx_handler_gauges gauges[OBX_MAX_HANDLERS];
-    struct obx_other_handler_gauges others[OBX_OTHER_HANDLERS_MAX];
-    size_t other_count = 0;
-    long long now = obx_monotonic_ms();
-    outbox_error err = {0};
-
-    if (now < c->next_sample_ms || !c->db.up) {
-        return;
-    }
-    c->next_sample_ms = now + SAMPLE_EVERY_MS;
-    for (int h = 0; h < c->handler_count; h++) {
-        names[h] = c->handlers[h].name;
-    }
-    if (obx_ledger_handler_gauges(c->ledger, names, (size_t)c->handler_count, gauges, &err) !=
-        OUTBOX_OK) {
-        if (err.code == OUTBOX_EUNAVAILABLE) {
-            drop_ledger(c, &err);
-        }
-        return;
-    }
-    /* An SQL API's handlers have no daemon: their dead letters show here. A
-     * failure keeps the last sample; the next tries again. */
-    if (obx_ledger_other_handler_gauges(c->ledger, names, (size_t)c->handler_count, others,
-                                        &other_count, &err) != OUTBOX_OK) {
-        if (err.code == OUTBOX_EUNAVAILABLE) {
-            drop_ledger(c, &err);
-            return;
-        }
-        obx_log(OUTBOX_LOG_WARN, "cannot read other handlers' gauges consumer=%s error=\"%s\"",
-                c->w.name, err.message);
-        other_count = SIZE_MAX;
-    }
-    pthread_mutex_lock(&c->w.stats_lock);
-    if (other_count != SIZE_MAX) {
-        memcpy(c->others, others, other_count * sizeof(others[0]));
-        c->other_count = other_count;
-    }
-    for (int h = 0; h < c->handler_count; h++) {
-        c->handler_stats[h][OUTBOX_HANDLER_DEAD_LETTERS] =
-            (unsigned long long)gauges[h].dead_letters;
-        c->handler_stats[h][OUTBOX_HANDLER_PARKED] = (unsigned long long)gauges[h].parked;
-        c->handler_stats[h][OUTBOX_HANDLER_OLDEST_PARKED_SECONDS] =
-            (unsigned long long)gauges[h].oldest_parked_seconds;
-    }
-    pthread_mutex_unlock(&c->w.stats_lock);
-}
-
-/* Ledger rows (and, on the DB backend, outbox rows) older than the retention go. */
-static void
-maybe_maintain(struct outbox_consumer *c)
+maybe_register_handlers(struct outbox_consumer *c)
 {
     long long now = obx_monotonic_ms();
-    size_t deleted = PRUNE_BATCH_ROWS;
-    struct obx_prune_cursor cursor = {{0}};
-    outbox_error err = {0};
 
-    if (now < c->next_maintenance_ms || !c->db.up) {
+    if (now < c->next_register_ms || !c->db.up) {
         return;
     }
-    c->next_maintenance_ms = now + MAINTENANCE_EVERY_MS;
+    c->next_register_ms = now + REGISTER_EVERY_MS;
     register_handlers(c); /* last_seen: the bindings are alive */
-    if (!c->db.up) {
-        return;
-    }
-    for (int i = 0; i < PRUNE_BATCHES_PER_PASS && deleted == PRUNE_BATCH_ROWS; i++) {
-        if (obx_ledger_prune(c->ledger, c->w.cfg.ledger_retention_days * 86400, PRUNE_BATCH_ROWS,
-                             &cursor, &deleted, &err) != OUTBOX_OK) {
-            if (err.code == OUTBOX_EUNAVAILABLE) {
-                drop_ledger(c, &err);
-            }
-            return;
-        }
-    }
-    prune_outbox(c);
 }
 
 /*
@@ -658,8 +558,7 @@ run_loop(struct outbox_consumer *c)
         if (!ensure_feed(c)) {
             continue;
         }
-        maybe_maintain(c);
-        maybe_sample_handler_gauges(c);
+        maybe_register_handlers(c);
         if (c->feed->ops->fetch(c->feed, (size_t)c->w.cfg.batch_size, c->w.cfg.poll_max_ms, &batch,
                                 &err) != OUTBOX_OK) {
             feed_down(c, &err);
@@ -747,6 +646,8 @@ outbox_consumer_free(outbox_consumer *c)
 outbox_status
 outbox_consumer_run(outbox_consumer *c, outbox_error *err)
 {
+    int upkeep_rc;
+
     obx_error_reset(err);
     if (c->handler_count == 0) {
         return obx_fail(err, OUTBOX_EINVAL, "consumer has no handlers");
@@ -755,7 +656,13 @@ outbox_consumer_run(outbox_consumer *c, outbox_error *err)
             c->w.name, c->w.cfg.bus == OUTBOX_BUS_DB ? "db" : "jetstream", c->handler_count,
             c->w.cfg.batch_size);
     start_keeper(c);
+    upkeep_rc = obx_consumer_upkeep_start(&c->upkeep, c);
+    if (upkeep_rc != 0) {
+        obx_log(OUTBOX_LOG_ERROR, "cannot start the upkeep thread consumer=%s errno=%d", c->w.name,
+                upkeep_rc);
+    }
     run_loop(c);
+    obx_consumer_upkeep_stop(&c->upkeep); /* a pass in progress ends at its next batch */
     if (c->hooks.stall_on_stop_ms > 0) {
         obx_log(OUTBOX_LOG_INFO, "stalling on stop on purpose consumer=%s ms=%d", c->w.name,
                 c->hooks.stall_on_stop_ms);

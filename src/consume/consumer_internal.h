@@ -10,6 +10,7 @@
 #include "claim_keeper.h"
 #include "config/settings.h"
 #include "consumer_test_hooks.h"
+#include "consumer_upkeep.h"
 #include "delivery.h"
 #include "feed/feed.h"
 #include "handler.h"
@@ -29,13 +30,13 @@ struct outbox_consumer {
     struct obx_consumer_test_hooks hooks; /* tests only; all zero otherwise */
     struct obx_handler handlers[OBX_MAX_HANDLERS];
     int handler_count;
-    struct obx_ledger *ledger;       /* NULL until the database first answers; then reconnected */
-    struct obx_feed *feed;           /* NULL while its server is away */
-    struct obx_claim_keeper *keeper; /* with external handlers, while running; else NULL */
-    long long next_maintenance_ms;   /* monotonic time of the next ledger prune */
-    long long next_sample_ms;        /* monotonic time of the next dead-letter sample */
-    long long next_sweep_ms;         /* monotonic time of the next sweep of parked events */
-    size_t batch_ordered;            /* ordered events in the batch in hand */
+    struct obx_ledger *ledger;         /* NULL until the database first answers; then reconnected */
+    struct obx_feed *feed;             /* NULL while its server is away */
+    struct obx_claim_keeper *keeper;   /* with external handlers, while running; else NULL */
+    struct obx_consumer_upkeep upkeep; /* gauges and retention, on their own thread and session */
+    long long next_register_ms;        /* monotonic time of the handlers' next registration */
+    long long next_sweep_ms;           /* monotonic time of the next sweep of parked events */
+    size_t batch_ordered;              /* ordered events in the batch in hand */
     unsigned long long handler_stats[OBX_MAX_HANDLERS][OBX_HANDLER_STAT_COUNT]; /* w.stats_lock */
     /* The ledger's handlers no daemon runs (an SQL API's), for their gauges; w.stats_lock. */
     struct obx_other_handler_gauges others[OBX_OTHER_HANDLERS_MAX];

@@ -18,6 +18,7 @@
 #include "relay_upkeep.h"
 
 #include "common/clock.h"
+#include "store/prune_pass.h"
 #include "support/log.h"
 #include "support/pause.h"
 
@@ -88,38 +89,42 @@ sample(struct obx_relay_upkeep *u)
     u->last = h;
 }
 
+/* One batch of a pass: outbox rows published more than the retention ago. */
+static outbox_status
+prune_batch(void *arg, int limit, struct obx_prune_cursor *cursor, size_t *deleted,
+            outbox_error *err)
+{
+    struct obx_relay_upkeep *u = arg;
+
+    return obx_store_prune_done(u->store, u->w->cfg.retention_hours * 3600, limit, cursor, deleted,
+                                err);
+}
+
 /*
  * Mark mode keeps published rows for replay; a pass removes them after the
- * retention, a batch at a time while batches come full, within its budget.
- * Old rows left at the budget's end: the next pass comes after the next
- * sample, not in half a minute.
+ * retention. Old rows left at the budget's end: the next pass comes after
+ * the next sample, not in half a minute.
  */
 static void
 retention_pass(struct obx_relay_upkeep *u)
 {
     struct obx_worker *w = u->w;
-    long long now = obx_monotonic_ms(), until = now + PASS_BUDGET_MS;
-    size_t deleted = PRUNE_BATCH_ROWS;
-    struct obx_prune_cursor cursor = {{0}};
     outbox_error err = {0};
+    int left = 0;
 
-    if (w->cfg.relay_mode != OUTBOX_RELAY_MARK || now < u->next_retention_ms) {
+    if (w->cfg.relay_mode != OUTBOX_RELAY_MARK || obx_monotonic_ms() < u->next_retention_ms) {
         return;
     }
-    while (deleted == PRUNE_BATCH_ROWS && obx_monotonic_ms() < until && !obx_worker_stopping(w)) {
-        if (obx_store_prune_done(u->store, w->cfg.retention_hours * 3600, PRUNE_BATCH_ROWS, &cursor,
-                                 &deleted, &err) != OUTBOX_OK) {
-            if (err.code == OUTBOX_EUNAVAILABLE) {
-                u->store_up = 0;
-            } else {
-                obx_log(OUTBOX_LOG_ERROR, "retention pass failed relay=%s error=\"%s\" sqlstate=%s",
-                        w->name, err.message, err.sqlstate);
-            }
-            break;
+    if (obx_prune_pass(prune_batch, u, PRUNE_BATCH_ROWS, PASS_BUDGET_MS, &u->side.stop, &left,
+                       &err) != OUTBOX_OK) {
+        if (err.code == OUTBOX_EUNAVAILABLE) {
+            u->store_up = 0;
+        } else {
+            obx_log(OUTBOX_LOG_ERROR, "retention pass failed relay=%s error=\"%s\" sqlstate=%s",
+                    w->name, err.message, err.sqlstate);
         }
     }
-    u->next_retention_ms =
-        deleted == PRUNE_BATCH_ROWS ? 0 : obx_monotonic_ms() + RETENTION_EVERY_MS;
+    u->next_retention_ms = left ? 0 : obx_monotonic_ms() + RETENTION_EVERY_MS;
 }
 
 static void *
@@ -127,14 +132,14 @@ run(void *arg)
 {
     struct obx_relay_upkeep *u = arg;
 
-    while (!obx_worker_stopping(u->w)) {
+    while (!atomic_load(&u->side.stop)) {
         if (ensure_session(u)) {
             sample(u);
         }
         if (u->store_up) {
             retention_pass(u);
         }
-        obx_pause_ms(&u->w->stop_requested, SAMPLE_EVERY_MS);
+        obx_pause_ms(&u->side.stop, SAMPLE_EVERY_MS);
     }
     return NULL;
 }
@@ -142,21 +147,14 @@ run(void *arg)
 int
 obx_relay_upkeep_start(struct obx_relay_upkeep *u, struct obx_worker *w)
 {
-    int rc;
-
     *u = (struct obx_relay_upkeep){.w = w};
-    rc = pthread_create(&u->thread, NULL, run, u);
-    u->started = rc == 0;
-    return rc;
+    return obx_side_thread_start(&u->side, run, u);
 }
 
 void
 obx_relay_upkeep_stop(struct obx_relay_upkeep *u)
 {
-    if (u->started) {
-        pthread_join(u->thread, NULL);
-        u->started = 0;
-    }
+    obx_side_thread_stop(&u->side);
     obx_store_close(u->store);
     u->store = NULL;
     u->store_up = 0;

@@ -7,31 +7,28 @@
 #ifndef OBX_RELAY_UPKEEP_H
 #define OBX_RELAY_UPKEEP_H
 
-#include <pthread.h>
-
 #include "outbox/worker.h"
 #include "store/store.h"
 #include "support/worker.h"
 
 struct obx_relay_upkeep {
-    struct obx_worker *w;         /* settings, stop flag and the gauges written */
+    struct obx_worker *w;         /* settings and the gauges written */
     struct obx_store *store;      /* NULL until the database first answers */
     int store_up;                 /* the session answered its last statement */
     struct obx_store_health last; /* the last sample, for the per-lease figures */
     long long next_retention_ms;  /* monotonic time of the next retention pass */
-    pthread_t thread;
-    int started;
+    struct obx_side_thread side;  /* runs until _stop(), after its owner's loop */
 };
 
 /*
- * Starts the upkeep of worker `w` (its settings, gauges and stop flag): a
+ * Starts the upkeep of worker `w` (its settings and gauges): a
  * sample at once and then every few seconds, and a retention pass every
- * half minute, or sooner while old rows are left, until the worker stops.
+ * half minute, or sooner while old rows are left, until obx_relay_upkeep_stop().
  * Returns 0, or an errno value when the thread cannot start.
  */
 int obx_relay_upkeep_start(struct obx_relay_upkeep *u, struct obx_worker *w);
 
-/* Waits for the upkeep to end (the worker must be stopping) and closes its session. */
+/* Ends the upkeep (a pass in progress at its next batch) and closes its session. */
 void obx_relay_upkeep_stop(struct obx_relay_upkeep *u);
 
 #endif

@@ -189,3 +189,24 @@ obx_worker_link_wait(struct obx_worker *w, const struct obx_worker_link *l)
 {
     obx_pause_ms(&w->stop_requested, l->pause_ms);
 }
+
+int
+obx_side_thread_start(struct obx_side_thread *t, void *(*body)(void *), void *arg)
+{
+    int rc;
+
+    atomic_init(&t->stop, 0);
+    rc = pthread_create(&t->thread, NULL, body, arg);
+    t->started = rc == 0;
+    return rc;
+}
+
+void
+obx_side_thread_stop(struct obx_side_thread *t)
+{
+    if (t->started) {
+        atomic_store(&t->stop, 1);
+        pthread_join(t->thread, NULL);
+        t->started = 0;
+    }
+}

@@ -3,7 +3,8 @@
  * worker.h - what a relay and a consumer share: their own copy of the
  * configuration and their name, the stop flag, counters read from any
  * thread, and the state of each server they need (up, or away with a
- * growing pause), logged once per change.
+ * growing pause), logged once per change; and the thread each runs beside
+ * its loop (its upkeep).
  */
 #ifndef OBX_WORKER_H
 #define OBX_WORKER_H
@@ -103,5 +104,22 @@ void obx_worker_link_down(struct obx_worker *w, struct obx_worker_link *l, const
 
 /* Waits out the link's pause, or less when the worker is asked to stop. */
 void obx_worker_link_wait(struct obx_worker *w, const struct obx_worker_link *l);
+
+/*
+ * A thread beside a worker's loop (its upkeep), with a stop flag of its own:
+ * it runs until its owner stops it after the loop has ended, so a process
+ * that exits during a drain never leaves it ended and unjoined.
+ */
+struct obx_side_thread {
+    atomic_int stop; /* set by obx_side_thread_stop() alone; the body polls it */
+    pthread_t thread;
+    int started;
+};
+
+/* Runs `body(arg)` on a new thread. Returns 0, or an errno value (then nothing runs). */
+int obx_side_thread_start(struct obx_side_thread *t, void *(*body)(void *), void *arg);
+
+/* Sets the stop flag and waits for the body to return; nothing when it never started. */
+void obx_side_thread_stop(struct obx_side_thread *t);
 
 #endif

@@ -282,6 +282,39 @@ Test(consume_lifecycle, a_ledger_retention_shorter_than_the_streams_max_age_is_r
 }
 
 /*
+ * Retention keeps up with a large backlog: 30,000 ledger rows finished 40
+ * days ago (OUTBOX_LEDGER_RETENTION_DAYS is 30) and, with no relay, 30,000
+ * outbox rows handled two hours ago (OUTBOX_RETENTION_HOURS 1) go within
+ * 20 s, on the consumer's upkeep session. Between batches on the ledger's
+ * session a pass was held to 20,000 rows every 5 minutes: 67 rows a second,
+ * less than one handler's ledger rows at 100 events a second.
+ */
+Test(consume_lifecycle, retention_keeps_up_with_a_large_backlog_of_old_rows)
+{
+    const char *const handlers[] = {"noop=sql:SELECT 1", NULL};
+    struct consume_group g;
+    struct harness_proc consumer;
+
+    relay_test_enqueue(conn, 30000);
+    aged_rows_from_pending(conn, "done");
+    harness_exec(conn,
+                 "INSERT INTO outbox.processed_events (event_id, handler, status, "
+                 "started_at, finished_at) SELECT outbox.uuid_v7(now() - interval '40 days'), "
+                 "'noop', 'done', now() - interval '40 days', now() - interval '40 days' "
+                 "FROM generate_series(1, 30000)");
+    consume_group_init(&g, "db", "RETAIN", NULL);
+    relay_env_set(&g.env, "OUTBOX_RETENTION_HOURS", "1");
+    consume_test_start(&consumer, &g.env, "retain-1", handlers);
+    HARNESS_WAIT_UNTIL(relay_test_count(conn, "true") == 0 &&
+                           harness_scalar_ll(conn,
+                                             "SELECT count(*) FROM outbox.processed_events "
+                                             "WHERE finished_at < now() - interval '30 days'") == 0,
+                       20000);
+    consume_test_stop(&consumer, 10000);
+    consume_group_fini(&g);
+}
+
+/*
  * With no relay (OUTBOX_BUS=db, mark mode) the consumers remove handled
  * rows once they are older than OUTBOX_RETENTION_HOURS, and nothing else.
  */
