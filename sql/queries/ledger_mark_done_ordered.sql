@@ -1,7 +1,10 @@
 -- ledger_mark_done_ordered: ledger_mark_done.sql for a batch with ordered
 -- events, and each aggregate's progress for the handler moved on to the
 -- highest number marked done, in the same statement (so in the same
--- transaction as the done mark: migration 0017).
+-- transaction as the done mark: migration 0017). A missing progress row
+-- (an aggregate's first event: the claim makes none since 0031) is made at
+-- that number; the rows are written in key order, as every writer of them
+-- takes them, so two done marks queue instead of deadlocking.
 -- $1: handler; $2: event ids (uuid[]); $3: their owner tokens (uuid[]);
 -- $4, $5, $6: their aggregate_type (text[]), aggregate_id (uuid[]) and
 -- aggregate_seq (bigint[]; NULL: unordered), same order.
@@ -19,16 +22,16 @@ WITH done AS (
                  FROM unnest($2::uuid[], $3::uuid[]) AS c(event_id, owner_token)))
     RETURNING p.event_id
 ), moved AS (
-    UPDATE /*schema*/handler_progress AS g
-       SET last_seq = x.seq, updated_at = now()
-      FROM (SELECT $1::text AS handler, o.aggregate_type, o.aggregate_id,
-                   max(o.aggregate_seq) AS seq
-              FROM unnest($2::uuid[], $4::text[], $5::uuid[], $6::bigint[])
-                   AS o(event_id, aggregate_type, aggregate_id, aggregate_seq)
-              JOIN done AS d ON d.event_id = o.event_id
-             WHERE o.aggregate_seq IS NOT NULL
-             GROUP BY o.aggregate_type, o.aggregate_id) AS x
-     WHERE g.handler = x.handler AND g.aggregate_type = x.aggregate_type
-       AND g.aggregate_id = x.aggregate_id AND g.last_seq < x.seq
+    INSERT INTO /*schema*/handler_progress AS g (handler, aggregate_type, aggregate_id, last_seq)
+    SELECT $1::text, o.aggregate_type, o.aggregate_id, max(o.aggregate_seq)
+      FROM unnest($2::uuid[], $4::text[], $5::uuid[], $6::bigint[])
+           AS o(event_id, aggregate_type, aggregate_id, aggregate_seq)
+      JOIN done AS d ON d.event_id = o.event_id
+     WHERE o.aggregate_seq IS NOT NULL
+     GROUP BY o.aggregate_type, o.aggregate_id
+     ORDER BY o.aggregate_type, o.aggregate_id
+        ON CONFLICT (handler, aggregate_type, aggregate_id) DO UPDATE
+       SET last_seq = excluded.last_seq, updated_at = now()
+     WHERE g.last_seq < excluded.last_seq
 )
 SELECT count(*) AS marked FROM done

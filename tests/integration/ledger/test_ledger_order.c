@@ -431,6 +431,48 @@ Test(ledger_order, a_park_committed_before_the_done_mark_is_ready_for_the_sweep_
     obx_ledger_close(a);
 }
 
+/*
+ * An external claim (exec:, http:) of an aggregate's first event writes no
+ * progress row (0031): the done mark makes it, at the number it marks
+ * done, and the aggregate's next event then runs. The previous release's
+ * consumers call ledger_claim_ordered() without its last argument: their
+ * claim still makes the row at 0, which their done mark (an update) needs
+ * during a rolling upgrade.
+ */
+Test(ledger_order, a_first_events_progress_row_is_made_by_its_done_mark)
+{
+    struct obx_ledger *a = helper_ledger_open("order-a");
+    struct helper_ordered o;
+    struct obx_claim first, next;
+    char sql[512];
+
+    helper_register_ordered(a, "audit");
+    o = helper_ordered_new(conn, 2, 2);
+    first = helper_claim_one(a, "audit", &o.events[0], 30);
+    cr_assert_eq(first.state, OBX_CLAIM_RUN);
+    cr_assert_eq(helper_progress(conn, "audit", o.aggs[0]), -1, "the claim wrote a progress row");
+    cr_assert_eq(helper_mark_done(a, "audit", &o.events[0], &first, 1), 1);
+    cr_assert_eq(helper_progress(conn, "audit", o.aggs[0]), 1, "the done mark made the row at 1");
+    next = helper_claim_one(a, "audit", &o.events[1], 30);
+    cr_assert_eq(next.state, OBX_CLAIM_RUN, "2 runs once 1 is done (got %d)", next.state);
+
+    snprintf(sql, sizeof(sql),
+             "SELECT string_agg(state, ',') FROM outbox.ledger_claim_ordered('audit', "
+             "ARRAY['%s']::uuid[], 30, 1000, false, ARRAY['order'], ARRAY['%s']::uuid[], "
+             "ARRAY[1::bigint], NULL, NULL, NULL)",
+             o.ids[2], o.aggs[2]);
+    {
+        char *states = harness_scalar_text(conn, sql);
+
+        cr_assert_str_eq(states, "run");
+        free(states);
+    }
+    cr_assert_eq(helper_progress(conn, "audit", o.aggs[2]), 0,
+                 "a claim without the last argument makes the row at 0");
+    helper_ordered_free(&o);
+    obx_ledger_close(a);
+}
+
 Test(ledger_order, a_skipped_gap_is_gone_past)
 {
     struct obx_ledger *ledger = helper_ledger_open("order-test");
