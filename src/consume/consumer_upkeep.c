@@ -113,26 +113,23 @@ ledger_batch(void *arg, int limit, struct obx_prune_cursor *cursor, size_t *dele
                             deleted, err);
 }
 
-/* An outbox pass's target: a short-lived store session and the retention. */
-struct outbox_pass {
-    struct obx_store *store;
-    int retention_seconds;
-};
-
 /* One batch of an outbox pass. */
 static outbox_status
 outbox_batch(void *arg, int limit, struct obx_prune_cursor *cursor, size_t *deleted,
              outbox_error *err)
 {
-    struct outbox_pass *p = arg;
+    struct obx_consumer_upkeep *u = arg;
 
-    return obx_store_prune_done(p->store, p->retention_seconds, limit, cursor, deleted, err);
+    return obx_store_prune_done(u->store, (int)u->c->w.cfg.retention_hours * 3600, limit, cursor,
+                                deleted, err);
 }
 
 /*
  * With no relay (OUTBOX_BUS=db, mark mode) the consumers are the ones who
  * remove handled outbox rows after the retention, through a store session
- * opened for the pass. Returns 1 when old rows may be left.
+ * of the upkeep's, opened at the first pass and kept while it answers (a
+ * pass comes every second while old rows are left). Returns 1 when old
+ * rows may be left.
  */
 static int
 outbox_pass(struct obx_consumer_upkeep *u)
@@ -141,17 +138,19 @@ outbox_pass(struct obx_consumer_upkeep *u)
     struct obx_store_options so = {.conninfo = cfg->database_url,
                                    .schema = cfg->schema,
                                    .application_name = "outboxd-consumer-upkeep"};
-    struct outbox_pass p = {.retention_seconds = (int)cfg->retention_hours * 3600};
     outbox_error err = {0};
     int left = 0;
 
     if (cfg->bus != OUTBOX_BUS_DB || cfg->relay_mode != OUTBOX_RELAY_MARK ||
-        obx_store_open(&so, &p.store, &err) != OUTBOX_OK) {
+        (u->store == NULL && obx_store_open(&so, &u->store, &err) != OUTBOX_OK)) {
         return 0;
     }
-    (void)obx_prune_pass(outbox_batch, &p, PRUNE_BATCH_ROWS, PASS_BUDGET_MS, &u->side.stop, &left,
-                         &err);
-    obx_store_close(p.store);
+    if (obx_prune_pass(outbox_batch, u, PRUNE_BATCH_ROWS, PASS_BUDGET_MS, &u->side.stop, &left,
+                       &err) != OUTBOX_OK &&
+        err.code == OUTBOX_EUNAVAILABLE) {
+        obx_store_close(u->store); /* opened again at the next pass */
+        u->store = NULL;
+    }
     return left;
 }
 
@@ -209,4 +208,6 @@ obx_consumer_upkeep_stop(struct obx_consumer_upkeep *u)
     obx_ledger_close(u->ledger);
     u->ledger = NULL;
     u->ledger_up = 0;
+    obx_store_close(u->store);
+    u->store = NULL;
 }

@@ -9,6 +9,7 @@
 #define OBX_CONSUMER_UPKEEP_H
 
 #include "ledger/ledger.h"
+#include "store/store.h"
 #include "support/worker.h"
 
 struct outbox_consumer;
@@ -17,6 +18,7 @@ struct obx_consumer_upkeep {
     struct outbox_consumer *c; /* settings, handlers and the gauges written */
     struct obx_ledger *ledger; /* NULL until the database first answers */
     int ledger_up;             /* the session answered its last statement */
+    struct obx_store *store;   /* the outbox pass's session (OUTBOX_BUS=db, mark mode); or NULL */
     long long next_sample_ms;  /* monotonic times of the next sample and retention pass */
     long long next_retention_ms;
     struct obx_side_thread side; /* runs until _stop(), after its owner's loop */

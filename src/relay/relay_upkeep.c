@@ -38,8 +38,7 @@ ensure_session(struct obx_relay_upkeep *u)
     struct obx_store_options so = {
         .conninfo = u->w->cfg.database_url,
         .schema = u->w->cfg.schema,
-        .application_name = "outboxd-relay-upkeep",
-        .holder = u->w->name,
+        .application_name = "outboxd-relay-upkeep", /* it claims nothing: no holder */
     };
     outbox_error err = {0};
 

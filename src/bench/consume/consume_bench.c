@@ -370,10 +370,15 @@ http_case(const struct obx_bench_env *env, PGconn *conn)
         /* the baseline keeps as many POSTs in flight as the replicas together */
         int in_flight = replicas * (int)http.in_flight;
 
+        double cpu = own_cpu_us();
+
         raw = obx_bench_raw_http_post(port, sample_envelope, (int)c.events, in_flight);
-        obx_bench_emit(json_pack("{s:s, s:s, s:f, s:I, s:i}", "bench", "consume", "case",
+        /* the POSTs' and the endpoint's CPU, beside the consumers' figure below */
+        cpu = (own_cpu_us() - cpu) / (double)c.events;
+        obx_bench_emit(json_pack("{s:s, s:s, s:f, s:I, s:i, s:f}", "bench", "consume", "case",
                                  "raw_http_post", "events_per_s", raw, "events",
-                                 (json_int_t)c.events, "in_flight", in_flight));
+                                 (json_int_t)c.events, "in_flight", in_flight,
+                                 "process_cpu_us_per_event", cpu));
         c.replicas = replicas;
         publish_all(env, conn, &c);
         rate = run_consumers(env, &c);
