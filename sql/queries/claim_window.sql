@@ -1,15 +1,19 @@
 -- claim_window: claim the next fresh rows, by commit window, with no write
 -- to them. Runs under the cursor lock (claim_cursor.sql).
--- $1: batch limit; $2: claim seconds; $3: holder (application_name).
+-- $1: batch limit; $2: claim seconds; $3: holder (application_name); $4:
+-- the claim's token (the lease token the finish and the extension guard
+-- with), made by the relay so that claim_window_rows.sql can follow in the
+-- same round trip.
 -- First the rest of the current window (s_lo, s_hi]: rows visible in s_hi
 -- and not in s_lo, after pos in (tx, id) order (a transaction s_lo saw
 -- running has a tx below s_lo's xmax, so those come first). When fewer
 -- than $1 are left, the window is done: the next one is (s_hi, this statement's
 -- snapshot], and its first rows fill the batch. The cursor then records
--- where the batch stopped, and a relay_claims row the rows taken, under a
--- fresh token (the lease token the finish and the extension guard with).
--- Returns the rows in lease_batch.sql's columns (none quarantined or taken
--- over here: claim_takeover.sql counts those).
+-- where the batch stopped, and a relay_claims row the rows taken.
+-- Returns only how many rows it took: the rows themselves are read after
+-- the commit (claim_window_rows.sql), so the cursor lock, which every
+-- other relay's claim queues for, is held while ids are chosen, not while
+-- envelopes are copied and sent.
 WITH cur AS MATERIALIZED (
     SELECT s_lo, s_hi, pos_tx, pos_id, pg_current_snapshot() AS s_now,
            ARRAY(SELECT pg_snapshot_xip(s_lo)) AS lo_xip,
@@ -28,8 +32,7 @@ WITH cur AS MATERIALIZED (
     -- No part reads a row an earlier window took, however far back a long
     -- transaction holds s_lo's xmin.
     SELECT * FROM (
-        (SELECT e.id, e.tx, e.envelope, e.attempts, e.lease_expiries, e.event_type,
-                   e.aggregate_type, e.aggregate_id, e.tenant_id, e.data_subject, e.aggregate_seq
+        (SELECT e.id, e.tx, e.aggregate_type, e.aggregate_id, e.aggregate_seq
            FROM /*schema*/events AS e
           WHERE e.published_at IS NULL AND e.next_attempt_at <= e.created_at AND e.status = 'pending'
             AND e.tx = ANY ((SELECT lo_xip FROM cur)::xid8[])
@@ -38,8 +41,7 @@ WITH cur AS MATERIALIZED (
           ORDER BY e.tx, e.id
           LIMIT $1)
         UNION ALL
-        (SELECT e.id, e.tx, e.envelope, e.attempts, e.lease_expiries, e.event_type,
-                   e.aggregate_type, e.aggregate_id, e.tenant_id, e.data_subject, e.aggregate_seq
+        (SELECT e.id, e.tx, e.aggregate_type, e.aggregate_id, e.aggregate_seq
            FROM /*schema*/events AS e
           WHERE e.published_at IS NULL AND e.next_attempt_at <= e.created_at AND e.status = 'pending'
             AND (e.tx, e.id) > ((SELECT from_tx FROM cur), (SELECT from_id FROM cur))
@@ -56,16 +58,14 @@ WITH cur AS MATERIALIZED (
     -- The next window (s_hi, this statement's snapshot], in the same two
     -- parts; what this statement sees is in its snapshot.
     SELECT * FROM (
-        (SELECT e.id, e.tx, e.envelope, e.attempts, e.lease_expiries, e.event_type,
-                   e.aggregate_type, e.aggregate_id, e.tenant_id, e.data_subject, e.aggregate_seq
+        (SELECT e.id, e.tx, e.aggregate_type, e.aggregate_id, e.aggregate_seq
            FROM /*schema*/events AS e
           WHERE (SELECT yes FROM done_with_window) AND e.published_at IS NULL AND e.next_attempt_at <= e.created_at AND e.status = 'pending'
             AND e.tx = ANY ((SELECT hi_xip FROM cur)::xid8[])
           ORDER BY e.tx, e.id
           LIMIT $1)
         UNION ALL
-        (SELECT e.id, e.tx, e.envelope, e.attempts, e.lease_expiries, e.event_type,
-                   e.aggregate_type, e.aggregate_id, e.tenant_id, e.data_subject, e.aggregate_seq
+        (SELECT e.id, e.tx, e.aggregate_type, e.aggregate_id, e.aggregate_seq
            FROM /*schema*/events AS e
           WHERE (SELECT yes FROM done_with_window) AND e.published_at IS NULL AND e.next_attempt_at <= e.created_at AND e.status = 'pending'
             AND e.tx >= pg_snapshot_xmax((SELECT s_hi FROM cur))
@@ -129,8 +129,7 @@ WITH cur AS MATERIALIZED (
       FROM taken AS t
      WHERE t.aggregate_seq IS NULL
     UNION ALL
-    SELECT r.part, r.id, r.tx, r.envelope, r.attempts, r.lease_expiries, r.event_type,
-           r.aggregate_type, r.aggregate_id, r.tenant_id, r.data_subject, r.aggregate_seq, r.run_tx
+    SELECT r.part, r.id, r.tx, r.aggregate_type, r.aggregate_id, r.aggregate_seq, r.run_tx
       FROM runs AS r
      WHERE r.id NOT IN (SELECT id FROM waiting)
 ), last AS MATERIALIZED (
@@ -160,16 +159,15 @@ WITH cur AS MATERIALIZED (
       FROM cur
      WHERE f.written_at < now() - interval '2 seconds' AND cur.s_lo IS NOT NULL
 ), claim AS (
+    -- The rows in the order they go out: an aggregate's run in number
+    -- order, where its first row would be (claim_window_rows.sql reads
+    -- them in this order).
     INSERT INTO /*schema*/relay_claims (token, holder, ids, expires_at, min_tx)
-    SELECT gen_random_uuid(), $3, array_agg(id), now() + make_interval(secs => $2), min(tx)
+    SELECT $4::uuid, $3,
+           array_agg(id ORDER BY part, run_tx, aggregate_type, aggregate_id, aggregate_seq, tx, id),
+           now() + make_interval(secs => $2), min(tx)
       FROM out
     HAVING count(*) > 0
-    RETURNING token
+    RETURNING cardinality(ids) AS taken
 )
--- An aggregate's run goes out in number order, where its first row would be.
-SELECT t.id, t.envelope::text AS envelope, t.attempts, (SELECT token FROM claim) AS lease_token,
-       false AS quarantined, t.lease_expiries, false AS taken_over, t.event_type,
-       t.aggregate_type, t.aggregate_id::text AS aggregate_id, t.tenant_id, t.data_subject,
-       t.aggregate_seq
-  FROM out AS t
- ORDER BY t.part, t.run_tx, t.aggregate_type, t.aggregate_id, t.aggregate_seq, t.tx, t.id
+SELECT coalesce((SELECT taken FROM claim), 0) AS taken

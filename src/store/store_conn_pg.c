@@ -41,6 +41,7 @@ static const char *const sql_templates[OBX_STORE_SQL_COUNT] = {
     [OBX_STORE_CLAIM_CURSOR] = obx_sql_claim_cursor,
     [OBX_STORE_CLAIM_TAKEOVER] = obx_sql_claim_takeover,
     [OBX_STORE_CLAIM_WINDOW] = obx_sql_claim_window,
+    [OBX_STORE_CLAIM_WINDOW_ROWS] = obx_sql_claim_window_rows,
     [OBX_STORE_WAKE_SUCCESSORS] = obx_sql_wake_successors,
     [OBX_STORE_LEASE_ALL] = obx_sql_lease_batch, /* then lease_all_rows() */
 };

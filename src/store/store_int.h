@@ -25,6 +25,7 @@ enum obx_store_sql {
     OBX_STORE_CLAIM_CURSOR,
     OBX_STORE_CLAIM_TAKEOVER,
     OBX_STORE_CLAIM_WINDOW,
+    OBX_STORE_CLAIM_WINDOW_ROWS,
     OBX_STORE_WAKE_SUCCESSORS,
     OBX_STORE_LEASE_ALL, /* lease_batch.sql for every due row: the bench's old claim */
     OBX_STORE_SQL_COUNT

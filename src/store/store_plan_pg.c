@@ -153,16 +153,16 @@ outbox_status
 obx_store_claim_plan(struct obx_store *store, int limit, int analyze, char **json,
                      outbox_error *err)
 {
-    char args[48];
+    char args[96];
 
     obx_error_reset(err);
     *json = NULL;
     if (limit < 1) {
         return obx_fail(err, OUTBOX_EINVAL, "claim plan: limit %d must be >= 1", limit);
     }
-    /* Limit, claim seconds, holder; under the cursor lock, as the claim runs. */
-    snprintf(args, sizeof(args), "(%d, 60, 'plan')", limit);
-    return plan(store, OBX_STORE_CLAIM_CURSOR, OBX_STORE_CLAIM_WINDOW, 3, args, analyze, json, err);
+    /* Limit, claim seconds, holder, token; under the cursor lock, as the claim runs. */
+    snprintf(args, sizeof(args), "(%d, 60, 'plan', '00000000-0000-7000-8000-000000000000')", limit);
+    return plan(store, OBX_STORE_CLAIM_CURSOR, OBX_STORE_CLAIM_WINDOW, 4, args, analyze, json, err);
 }
 
 outbox_status
