@@ -3,7 +3,8 @@
  * test_window_claim.c - the window claim against a real PostgreSQL: fresh
  * rows are claimed with no write to them, disjointly, in the window of
  * their commit (a row committed late with an older transaction id or time
- * is still claimed), and a claim that runs out gives its rows back charged
+ * is still claimed), a claim's rows are read by its token after its commit,
+ * and a claim that runs out gives its rows back charged
  * one lease expiry, fences its holder's finish, and after repeated deaths
  * sends its rows to the dead letters.
  */
@@ -82,6 +83,50 @@ Test(window_claim, claims_fresh_rows_disjointly_and_writes_nothing_to_them)
     obx_lease_fini(&b);
     obx_lease_fini(&c);
     obx_store_close(other);
+}
+
+/* The ids of the rows a claim's read returns with an envelope (claim_window_rows.sql), sorted. */
+static char *
+rows_of_claim(const char *token)
+{
+    char sql[256];
+
+    snprintf(
+        sql, sizeof(sql),
+        "SELECT string_agg(r.id::text, ',' ORDER BY r.id) FILTER (WHERE r.envelope IS NOT NULL) "
+        "FROM outbox.relay_claim_window_rows('%s') AS r",
+        token);
+    return harness_scalar_text(conn, sql);
+}
+
+Test(window_claim, a_claim_reads_its_rows_after_its_commit_whatever_claims_came_between)
+{
+    static const char token[] = "00000000-0000-7000-8000-0000000000a1";
+    struct obx_lease next;
+    char take[160], *first_two, *read;
+
+    helper_enqueue(conn, 5);
+    /* A claim that committed and has not read its rows yet, by the statements the
+     * relay runs (0032's functions are their text): it chose ids only. */
+    harness_exec(conn, "BEGIN");
+    harness_exec(conn, "SELECT outbox.relay_claim_cursor()");
+    snprintf(take, sizeof(take), "SELECT outbox.relay_claim_window_take(2, 60, 'reader', '%s')",
+             token);
+    cr_assert_eq(harness_scalar_ll(conn, take), 2, "the claim says how many rows it took");
+    harness_exec(conn, "COMMIT");
+    first_two = harness_scalar_text(conn, "SELECT string_agg(u.id::text, ',' ORDER BY u.id) "
+                                          "FROM outbox.relay_claims AS c, unnest(c.ids) AS u(id)");
+    /* Another relay claims in between, and gets the rest. */
+    helper_lease(store, 10, 60, &next);
+    cr_assert_eq(next.count, 3, "the next claim starts where the committed one stopped");
+    read = rows_of_claim(token);
+    cr_assert_str_eq(read, first_two, "the read returns the claim's own rows, envelopes and all");
+    for (size_t i = 0; i < next.count; i++) {
+        cr_assert_null(strstr(read, obx_lease_id(&next, i)), "the two claims are disjoint");
+    }
+    free(first_two);
+    free(read);
+    obx_lease_fini(&next);
 }
 
 Test(window_claim, a_row_committed_late_with_an_older_id_and_transaction_is_claimed)
