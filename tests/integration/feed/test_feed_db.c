@@ -279,9 +279,9 @@ struct late_writer {
 };
 
 /* Waits until the feed's session sits idle after a claim (so its fetch waits), then commits
- * one event from another connection. An empty window claim ends in its COMMIT, and no row
- * lease follows it when nothing came back. libpq only: Criterion asserts need the test's
- * thread. */
+ * one event from another connection. An empty window claim ends in the read of its rows
+ * (claim_window_rows.sql, after its COMMIT), and no row lease follows it when nothing came
+ * back. libpq only: Criterion asserts need the test's thread. */
 static void *
 write_when_waiting(void *arg)
 {
@@ -292,7 +292,7 @@ write_when_waiting(void *arg)
     while (PQstatus(c) == CONNECTION_OK && harness_now_ms() < deadline) {
         PGresult *r = PQexec(c, "SELECT count(*) FROM pg_stat_activity WHERE application_name "
                                 "= 'outboxd-consumer' AND datname = current_database() "
-                                "AND state = 'idle' AND query = 'COMMIT'");
+                                "AND state = 'idle' AND query LIKE '-- claim_window_rows:%'");
         int idle = PQresultStatus(r) == PGRES_TUPLES_OK && strcmp(PQgetvalue(r, 0, 0), "1") == 0;
 
         PQclear(r);
