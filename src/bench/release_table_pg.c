@@ -12,6 +12,14 @@
  * comparison would measure the table, not the claim. This release's
  * indexes and fillfactor are read from the catalog on first use and put
  * back for the one-write cases, so they follow the migrations unchanged.
+ *
+ * That release had no per-aggregate ordering, so it had none of ordering's
+ * indexes either; the two-write cases get those of this release
+ * (aggregate_seq's and the rows waiting for their head), which ordering
+ * on (the default) uses. Without them, every batch's wake-up read the
+ * whole table (about 14 ms a batch of 500 on 50,000 rows, ~27 us an
+ * event): the cost of a missing index, not of the claim, which made the
+ * two-write baseline look dearer than it was.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,6 +67,14 @@ remember_current(PGconn *conn)
     PQclear(res);
 }
 
+/* One of per-aggregate ordering's indexes (migrations 0014 and 0016), which both claims use. */
+static int
+ordering_index(const char *name)
+{
+    return strcmp(name, "events_aggregate_seq_idx") == 0 ||
+           strcmp(name, "events_waiting_for_head_idx") == 0;
+}
+
 /* Drops every index of outbox.events but its primary key. */
 static void
 drop_indexes(PGconn *conn)
@@ -84,9 +100,10 @@ obx_bench_claim_table(PGconn *conn, int two_writes)
         for (size_t i = 0; i < sizeof(two_write_indexes) / sizeof(two_write_indexes[0]); i++) {
             obx_bench_exec(conn, two_write_indexes[i]);
         }
-        return;
     }
     for (int i = 0; i < PQntuples(current_indexes); i++) {
-        obx_bench_exec(conn, PQgetvalue(current_indexes, i, 1));
+        if (!two_writes || ordering_index(PQgetvalue(current_indexes, i, 0))) {
+            obx_bench_exec(conn, PQgetvalue(current_indexes, i, 1));
+        }
     }
 }
