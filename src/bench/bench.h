@@ -103,6 +103,14 @@ long long obx_bench_scalar(PGconn *conn, const char *sql);
  */
 void obx_bench_sample_by_index(PGconn *conn);
 
+/* ---- ids the bench's clients make (random_ids.c) ---- */
+
+/* A random (v4) id as text: an aggregate's. No system call on most ids. */
+void obx_bench_random_uuid(char out[37]);
+
+/* A time-ordered (v7) id as text: a raw baseline's row, made as the C writer makes its own. */
+void obx_bench_time_uuid(char out[37]);
+
 /* ---- events (loader_pg.c) ---- */
 
 extern const char obx_bench_payload[];

@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <uuid/uuid.h>
 
 #include "bench.h"
 
@@ -23,11 +22,9 @@ obx_bench_event(void)
 {
     outbox_event *ev = outbox_event_new();
     outbox_error err;
-    uuid_t agg;
     char agg_text[37];
 
-    uuid_generate_random(agg);
-    uuid_unparse_lower(agg, agg_text);
+    obx_bench_random_uuid(agg_text);
     if (ev == NULL || outbox_event_set_route(ev, "movie", "review.logged", &err) != OUTBOX_OK ||
         outbox_event_set_aggregate_id(ev, agg_text, &err) != OUTBOX_OK ||
         outbox_event_set_payload_json(ev, obx_bench_payload, strlen(obx_bench_payload), &err) !=

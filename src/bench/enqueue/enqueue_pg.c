@@ -22,7 +22,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <uuid/uuid.h>
 
 #include "bench/bench.h"
 #include "bench/enqueue/enqueue_sql.h"
@@ -81,13 +80,10 @@ raw_insert(PGconn *conn, int rows)
     obx_buf_append_str(&sql, "INSERT INTO bench_raw_events (id, aggregate_type, aggregate_id, "
                              "event_type, envelope) VALUES ");
     for (int i = 0; i < rows; i++) {
-        uuid_t id, agg;
         struct obx_buf env;
 
-        uuid_generate_time(id);
-        uuid_generate_random(agg);
-        uuid_unparse_lower(id, ids[i]);
-        uuid_unparse_lower(agg, aggs[i]);
+        obx_bench_time_uuid(ids[i]);
+        obx_bench_random_uuid(aggs[i]);
         obx_buf_init(&env);
         obx_buf_appendf(&env,
                         "{\"id\":\"%s\",\"event_type\":\"review.logged\",\"aggregate_type\":"

@@ -23,7 +23,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <uuid/uuid.h>
 
 #include "bench/bench.h"
 #include "bench/enqueue/enqueue_sql.h"
@@ -80,19 +79,6 @@ run_prepared(PGconn *conn, const char *name, int n, const char *const *params)
     PQclear(res);
 }
 
-static void
-new_uuid(char out[37], int time_based)
-{
-    uuid_t u;
-
-    if (time_based) {
-        uuid_generate_time(u);
-    } else {
-        uuid_generate_random(u);
-    }
-    uuid_unparse_lower(u, out);
-}
-
 /* The envelope a client would build itself for a raw row. */
 static void
 append_envelope(struct obx_buf *b, const char *id, const char *aggregate_id)
@@ -112,8 +98,8 @@ raw_insert_one(PGconn *conn, const char *statement)
     struct obx_buf env;
     const char *params[5];
 
-    new_uuid(id, 1);
-    new_uuid(aggregate_id, 0);
+    obx_bench_time_uuid(id);
+    obx_bench_random_uuid(aggregate_id);
     obx_buf_init(&env);
     append_envelope(&env, id, aggregate_id);
     params[0] = id;
@@ -132,7 +118,7 @@ sql_enqueue_one(PGconn *conn)
     char aggregate_id[37];
     const char *params[4] = {"movie", aggregate_id, "review.logged", obx_bench_payload};
 
-    new_uuid(aggregate_id, 0);
+    obx_bench_random_uuid(aggregate_id);
     run_prepared(conn, "bench_sql_one", 4, params);
 }
 
@@ -148,10 +134,10 @@ run_array(PGconn *conn, int envelopes)
     for (int i = 0; i < BATCH; i++) {
         char id[37], aggregate_id[37];
 
-        new_uuid(aggregate_id, 0);
+        obx_bench_random_uuid(aggregate_id);
         obx_buf_append_str(&arr, i > 0 ? "," : "");
         if (envelopes) {
-            new_uuid(id, 1);
+            obx_bench_time_uuid(id);
             append_envelope(&arr, id, aggregate_id);
         } else {
             obx_buf_appendf(&arr,
