@@ -157,6 +157,40 @@ Test(window_claim, a_row_committed_late_with_an_older_id_and_transaction_is_clai
     PQfinish(late);
 }
 
+Test(window_claim, the_health_sample_sees_a_row_committed_late_below_the_windows_start)
+{
+    /* The sample starts its look for the oldest due row where the cursor's window starts
+     * (its snapshot's xmin), not at the floor: a row whose transaction was open when the
+     * window began, committed after the windows moved on and their claims were published,
+     * lies below every claim and the window's position, and is still found. */
+    PGconn *late = helper_connect();
+    struct obx_finish_options opts = helper_finish_options(OBX_FINISH_MARK, 5);
+    struct obx_store_health h;
+    outbox_error err;
+
+    harness_exec(late, "BEGIN");
+    harness_exec(late, "SELECT outbox.enqueue('movie', gen_random_uuid(), 'review.logged', "
+                       "'{\"n\":1}')");
+    harness_exec(late, "UPDATE outbox.events SET created_at = now() - interval '1 hour', "
+                       "next_attempt_at = now() - interval '1 hour' "
+                       "WHERE tx = pg_current_xact_id()");
+    for (int round = 0; round < 3; round++) {
+        struct obx_lease claimed;
+
+        helper_enqueue(conn, 3);
+        helper_lease(store, 100, 60, &claimed);
+        cr_assert_eq(claimed.count, 3, "round %d: the committed rows only", round);
+        cr_assert_eq(helper_finish_all(store, &claimed, OBX_ROW_DONE, NULL, &opts).done, 3);
+        obx_lease_fini(&claimed);
+    }
+    cr_assert_eq(harness_scalar_ll(conn, "SELECT count(*) FROM outbox.relay_claims"), 0);
+    harness_exec(late, "COMMIT");
+    cr_assert_eq(obx_store_health(store, &h, &err), OUTBOX_OK, "%s", err.message);
+    cr_assert_geq(h.oldest_due_s, 3500, "the late row has been due an hour: %lld s",
+                  h.oldest_due_s);
+    PQfinish(late);
+}
+
 Test(window_claim, a_published_claim_costs_one_write_per_row)
 {
     struct obx_lease lease;
