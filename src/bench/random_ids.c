@@ -14,7 +14,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 
 #include "bench/bench.h"
 #include "common/uuid7.h"
@@ -23,7 +22,8 @@
 
 enum { POOL_BYTES = 4096 };
 
-/* Each thread's block of getrandom(2) bytes: one system call per 256 ids. */
+/* Each thread's block of getrandom(2) bytes: one system call per 256 ids, and no lock
+ * shared with the C writer's own ids, which obx_uuid7_generate() takes. */
 static __thread unsigned char pool[POOL_BYTES];
 static __thread size_t pool_used = POOL_BYTES;
 
@@ -33,14 +33,9 @@ obx_bench_random_uuid(char out[OBX_UUID_TEXT_LEN + 1])
     uint8_t u[16];
 
     if (pool_used + sizeof(u) > POOL_BYTES) {
-        for (size_t got = 0; got < POOL_BYTES;) {
-            ssize_t n = getrandom(pool + got, POOL_BYTES - got, 0);
-
-            if (n <= 0) {
-                fprintf(stderr, "outbox-bench: getrandom failed\n");
-                exit(1);
-            }
-            got += (size_t)n;
+        if (obx_random_fill(pool, POOL_BYTES) != 0) {
+            fprintf(stderr, "outbox-bench: getrandom failed\n");
+            exit(1);
         }
         pool_used = 0;
     }

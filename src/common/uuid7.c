@@ -108,20 +108,27 @@ install_fork_handlers(void)
     pthread_atfork(before_fork, after_fork_in_parent, after_fork_in_child);
 }
 
+int
+obx_random_fill(void *buf, size_t len)
+{
+    for (size_t got = 0; got < len;) {
+        ssize_t n = getrandom((uint8_t *)buf + got, len - got, 0);
+
+        if (n <= 0) {
+            return -1;
+        }
+        got += (size_t)n;
+    }
+    return 0;
+}
+
 /* Ten random bytes from the pool; refills it when empty. Lock held. */
 static int
 take_random_locked(uint8_t out[10])
 {
     if (pool_used + 10 > POOL_BYTES) {
-        size_t got = 0;
-
-        while (got < POOL_BYTES) {
-            ssize_t n = getrandom(pool + got, POOL_BYTES - got, 0);
-
-            if (n <= 0) {
-                return -1;
-            }
-            got += (size_t)n;
+        if (obx_random_fill(pool, POOL_BYTES) != 0) {
+            return -1;
         }
         pool_used = 0;
     }

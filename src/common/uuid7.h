@@ -32,6 +32,14 @@ void obx_uuid7_next(struct obx_uuid7_state *state, int64_t now_ms, const uint8_t
                     uint8_t out[16]);
 
 /*
+ * Fills `len` bytes from getrandom(2), going on after a short read (a
+ * block over 256 bytes may come back in parts). Returns 0, or -1 if the
+ * kernel gives no randomness. For blocks that keep the system call off
+ * most ids, as obx_uuid7_generate() keeps one.
+ */
+int obx_random_fill(void *buf, size_t len);
+
+/*
  * A new id from the real clock and getrandom(2). Thread-safe; a forked
  * child starts its own sequence. Returns 0, or -1 if no randomness.
  */

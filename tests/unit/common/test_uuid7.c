@@ -161,3 +161,20 @@ Test(uuid7, refuses_non_canonical_text)
         cr_assert_eq(obx_uuid_parse(bad[i], out), -1, "accepted \"%s\"", bad[i]);
     }
 }
+
+Test(uuid7, random_fill_fills_a_whole_block_past_getrandoms_short_reads)
+{
+    /* getrandom(2) may return a block over 256 bytes in parts; every part is filled. Two
+     * zeroed blocks, each with at least one non-zero byte in every 16 after the first 256
+     * (the chance of an all-zero 16 bytes is 2^-128), and not equal to each other. */
+    enum { BLOCK = 4096 };
+    static uint8_t a[BLOCK], b[BLOCK];
+    static const uint8_t zero[16];
+
+    cr_assert_eq(obx_random_fill(a, sizeof(a)), 0);
+    cr_assert_eq(obx_random_fill(b, sizeof(b)), 0);
+    for (size_t at = 256; at < BLOCK; at += 16) {
+        cr_assert_neq(memcmp(a + at, zero, 16), 0, "bytes %zu-%zu were left zero", at, at + 15);
+    }
+    cr_assert_neq(memcmp(a, b, BLOCK), 0, "two fills gave the same bytes");
+}
