@@ -14,7 +14,11 @@
 
 #include "outbox/worker.h"
 
-/* Nonzero: lease and finish as two committed writes per event. Call before outbox_relay_run. */
+/*
+ * Nonzero: lease and finish as two committed writes per event, and run no
+ * upkeep thread (gauges, retention): its queries are this release's, for
+ * this release's indexes. Call before outbox_relay_run.
+ */
 void obx_relay_use_two_writes(outbox_relay *relay, int on);
 
 #endif
