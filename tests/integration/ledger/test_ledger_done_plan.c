@@ -17,6 +17,12 @@
  * (pg_stat_xact_user_tables): rows read by scans of processed_events and
  * rows fetched through its indexes. Without statistics, with them, and
  * with statistics taken at half the table's size (autovacuum behind).
+ *
+ * And what it writes: a claim inserts its rows side by side and the done
+ * mark updates them all in one statement, so each page must keep room for
+ * a new version of every row on it, or the update leaves the page and
+ * writes new entries in every index (migration 0033). Checked with the
+ * longest handler name allowed: the longer the rows, the less room.
  */
 #include <criterion/criterion.h>
 #include <criterion/logging.h>
@@ -38,6 +44,7 @@ enum {
 };
 
 static PGconn *conn;
+static const char *handler = "plan"; /* the ledger rows' handler */
 
 static void
 fill_ledger(int rows)
@@ -81,18 +88,22 @@ claim_batch(void)
              "FROM generate_series(1, %d) AS n",
              BATCH);
     harness_exec(conn, sql);
-    harness_exec(conn, "INSERT INTO outbox.processed_events (event_id, handler, status, "
-                       "owner_token, started_at, claimed_until) SELECT id, 'plan', 'in_progress', "
-                       "token, now(), now() + interval '30 seconds' FROM batch");
+    snprintf(sql, sizeof(sql),
+             "INSERT INTO outbox.processed_events (event_id, handler, status, owner_token, "
+             "started_at, claimed_until) SELECT id, '%s', 'in_progress', token, now(), "
+             "now() + interval '30 seconds' FROM batch",
+             handler);
+    harness_exec(conn, sql);
 }
 
 /*
  * Marks the batch done with `statement` as the ledger sends it, ordered
  * (six arrays) or not (three); returns the rows it read of processed_events
- * and checks it marked the whole batch.
+ * and checks it marked the whole batch. `hot`, if not NULL: how many of its
+ * updates were HOT.
  */
 static long long
-mark_batch_done(const char *template, int ordered, const char *state)
+mark_batch_done(const char *template, int ordered, const char *state, long long *hot)
 {
     char *statement = obx_sql_render(template, "outbox.");
     char *ids = harness_scalar_text(conn, "SELECT array_agg(id ORDER BY n) FROM batch");
@@ -100,7 +111,7 @@ mark_batch_done(const char *template, int ordered, const char *state)
     char *types = harness_scalar_text(conn, "SELECT array_agg('order'::text) FROM batch");
     char *aggs = harness_scalar_text(conn, "SELECT array_agg(id ORDER BY n) FROM batch");
     char *seqs = harness_scalar_text(conn, "SELECT array_agg(1::bigint) FROM batch");
-    const char *params[6] = {"plan", ids, tokens, types, aggs, seqs};
+    const char *params[6] = {handler, ids, tokens, types, aggs, seqs};
     long long scanned, fetched, marked;
     PGresult *res;
 
@@ -108,6 +119,9 @@ mark_batch_done(const char *template, int ordered, const char *state)
     harness_exec(conn, "BEGIN");
     scanned = helper_xact_counter(conn, "processed_events", "seq_tup_read");
     fetched = helper_xact_counter(conn, "processed_events", "idx_tup_fetch");
+    if (hot != NULL) {
+        *hot = -helper_xact_counter(conn, "processed_events", "n_tup_hot_upd");
+    }
     res = PQexecParams(conn, statement, ordered ? 6 : 3, NULL, params, NULL, NULL, 0);
     cr_assert(PQresultStatus(res) == PGRES_TUPLES_OK || PQresultStatus(res) == PGRES_COMMAND_OK,
               "%s: the done mark failed: %s", state, PQresultErrorMessage(res));
@@ -115,6 +129,9 @@ mark_batch_done(const char *template, int ordered, const char *state)
     PQclear(res);
     scanned = helper_xact_counter(conn, "processed_events", "seq_tup_read") - scanned;
     fetched = helper_xact_counter(conn, "processed_events", "idx_tup_fetch") - fetched;
+    if (hot != NULL) {
+        *hot += helper_xact_counter(conn, "processed_events", "n_tup_hot_upd");
+    }
     harness_exec(conn, "COMMIT");
     cr_assert_eq(marked, BATCH, "%s: %lld of the batch's %d claims marked done", state, marked,
                  BATCH);
@@ -141,7 +158,7 @@ expect_reads_per_claim(const char *state)
 
             snprintf(what, sizeof(what), "%s, %s done mark %d", state, kinds[k], i + 1);
             claim_batch();
-            reads = mark_batch_done(templates[k], k, what);
+            reads = mark_batch_done(templates[k], k, what, NULL);
             cr_assert_leq(reads, 2LL * BATCH,
                           "%s: marking %d claims done read %lld rows of processed_events, which "
                           "holds %lld",
@@ -171,4 +188,29 @@ Test(ledger_done_plan, a_done_mark_reads_its_claims_by_key_with_statistics_of_ha
     harness_exec(conn, "ANALYZE outbox.processed_events");
     fill_ledger(LEDGER_ROWS / 2);
     expect_reads_per_claim("statistics of half the table");
+}
+
+/*
+ * A done mark of a whole claimed batch is HOT: every row's new version on
+ * its own page (pg_stat_xact_user_tables of the done mark's transaction),
+ * unordered and ordered.
+ */
+Test(ledger_done_plan, a_done_mark_of_a_whole_claimed_batch_updates_no_index)
+{
+    static const char *const kinds[] = {"unordered", "ordered"};
+    const char *templates[] = {obx_sql_ledger_mark_done, obx_sql_ledger_mark_done_ordered};
+
+    /* the longest name the ledger allows (processed_events_handler_name) */
+    handler = "h234567890123456789012345678901234567890123456789012345678901234";
+    cr_assert_eq(strlen(handler), 64);
+    fill_ledger(LEDGER_ROWS / 10);
+    for (int k = 0; k < 2; k++) {
+        long long hot;
+
+        claim_batch();
+        (void)mark_batch_done(templates[k], k, kinds[k], &hot);
+        cr_log_info("%s: %lld of %d updates HOT", kinds[k], hot, BATCH);
+        cr_assert_eq(hot, BATCH, "%s done mark: %lld of its %d updates were HOT", kinds[k], hot,
+                     BATCH);
+    }
 }
