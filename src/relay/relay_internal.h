@@ -32,6 +32,7 @@ struct outbox_relay {
     int stream_ready;                  /* JetStream stream created or checked */
     struct obx_relay_upkeep upkeep;    /* gauges and retention, on their own thread and session */
     int two_writes;                    /* the bench's comparison: lease, then finish */
+    int no_upkeep;                     /* the bench's baseline: no gauges, no retention */
 };
 
 /* The rules of a relay's configuration that need more than one setting. */
