@@ -232,9 +232,12 @@ struct obx_bench_sink;
 struct obx_bench_sink *obx_bench_sink_start(int *port);
 void obx_bench_sink_stop(struct obx_bench_sink *s);
 
-/* POSTs `body` `count` times to the sink on `port`, `in_flight` at once through libcurl's
- * multi interface; returns POSTs/s (raw_http_post.c): the http case's baseline. */
-double obx_bench_raw_http_post(int port, const char *body, int count, int in_flight);
+/* POSTs `body` (`body_len` bytes) with `headers` `count` times to the sink on `port`,
+ * `in_flight` at once through libcurl's multi interface; returns POSTs/s
+ * (raw_http_post.c): the http case's baseline. */
+struct curl_slist;
+double obx_bench_raw_http_post(int port, const struct curl_slist *headers, const char *body,
+                               size_t body_len, int count, int in_flight);
 
 /* Stops, joins and frees every worker. */
 void obx_bench_workers_stop(struct obx_bench_workers *ws);

@@ -302,53 +302,63 @@ on_body(char *data, size_t size, size_t n, void *arg)
 }
 
 static int
-add_header(struct request *r, const char *key, const char *value)
+add_header(struct curl_slist **headers, const char *key, const char *value)
 {
     char line[1024];
     struct curl_slist *l;
 
     snprintf(line, sizeof(line), "%s: %s", key, value);
-    l = curl_slist_append(r->headers, line);
+    l = curl_slist_append(*headers, line);
     if (l == NULL) {
         return -1;
     }
-    r->headers = l;
+    *headers = l;
     return 0;
+}
+
+int
+obx_http_handler_request(const struct obx_http_handler *h, const struct obx_envelope_head *head,
+                         const char *envelope, size_t len, struct curl_slist **headers,
+                         struct obx_buf *body)
+{
+    struct obx_ce_attrs a;
+    struct obx_ce_text text;
+    struct obx_ce_header ce[OBX_CE_MAX_HEADERS];
+    size_t n;
+    int rc = 0;
+
+    obx_ce_attrs_of(head, h->ce_source, &a, &text);
+    for (struct curl_slist *f = h->fixed; f != NULL && rc == 0; f = f->next) {
+        struct curl_slist *l = curl_slist_append(*headers, f->data);
+
+        rc = l != NULL ? 0 : -1;
+        *headers = l != NULL ? l : *headers;
+    }
+    rc = rc == 0 ? add_header(headers, "Idempotency-Key", a.id) : rc;
+    if (h->structured) {
+        rc = rc == 0 ? add_header(headers, "Content-Type", OBX_CE_STRUCTURED_CONTENT_TYPE) : rc;
+        if (rc == 0 && a.traceparent != NULL) {
+            rc = add_header(headers, "traceparent", a.traceparent); /* for the tracing middleware */
+        }
+        obx_ce_structured(&a, envelope, len, body);
+    } else {
+        n = obx_ce_binary_headers(&a, ce);
+        for (size_t i = 0; i < n && rc == 0; i++) {
+            rc = add_header(headers, ce[i].key, ce[i].value);
+        }
+        obx_buf_append(body, envelope, len);
+    }
+    return rc == 0 && !obx_buf_failed(body) ? 0 : -1;
 }
 
 /* The request's headers and body: the CloudEvent of `d`, binary or structured. */
 static int
 build(const struct obx_http_handler *h, struct request *r, const outbox_delivery *d)
 {
-    struct obx_ce_attrs a;
-    struct obx_ce_text text;
-    struct obx_ce_header ce[OBX_CE_MAX_HEADERS];
-    size_t len = 0, n;
+    size_t len = 0;
     const char *envelope = outbox_delivery_envelope(d, &len);
-    int rc = 0;
 
-    obx_ce_attrs_of(d->head, h->ce_source, &a, &text);
-    for (struct curl_slist *f = h->fixed; f != NULL && rc == 0; f = f->next) {
-        struct curl_slist *l = curl_slist_append(r->headers, f->data);
-
-        rc = l != NULL ? 0 : -1;
-        r->headers = l != NULL ? l : r->headers;
-    }
-    rc = rc == 0 ? add_header(r, "Idempotency-Key", a.id) : rc;
-    if (h->structured) {
-        rc = rc == 0 ? add_header(r, "Content-Type", OBX_CE_STRUCTURED_CONTENT_TYPE) : rc;
-        if (rc == 0 && a.traceparent != NULL) {
-            rc = add_header(r, "traceparent", a.traceparent); /* for the tracing middleware */
-        }
-        obx_ce_structured(&a, envelope, len, &r->body);
-    } else {
-        n = obx_ce_binary_headers(&a, ce);
-        for (size_t i = 0; i < n && rc == 0; i++) {
-            rc = add_header(r, ce[i].key, ce[i].value);
-        }
-        obx_buf_append(&r->body, envelope, len);
-    }
-    return rc == 0 && !obx_buf_failed(&r->body) ? 0 : -1;
+    return obx_http_handler_request(h, d->head, envelope, len, &r->headers, &r->body);
 }
 
 /* What every request of the handler sends the same way: set once on each handle. */

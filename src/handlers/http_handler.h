@@ -10,7 +10,9 @@
 
 #include <stddef.h>
 
+#include "common/buf.h"
 #include "consume/handler.h"
+#include "envelope/envelope.h"
 #include "outbox/outbox.h"
 
 /*
@@ -48,6 +50,17 @@ outbox_status obx_http_handler_new(const struct obx_http_handler_config *cfg,
 
 /* Ends every request still in flight. NULL is fine. */
 void obx_http_handler_free(struct obx_http_handler *h);
+
+/*
+ * The headers and body this handler POSTs for the event `envelope` (`len`
+ * bytes) whose head is `head`: appended to `*headers` and `body`. Returns 0,
+ * or -1 when out of memory. outbox-bench's raw POSTs send the same
+ * requests with no pgoutbox.
+ */
+struct curl_slist;
+int obx_http_handler_request(const struct obx_http_handler *h, const struct obx_envelope_head *head,
+                             const char *envelope, size_t len, struct curl_slist **headers,
+                             struct obx_buf *body);
 
 /* The http kind, for obx_consumer_add_external: ctx is a struct obx_http_handler. */
 extern const struct obx_handler_ops obx_http_kind;

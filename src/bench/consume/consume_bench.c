@@ -16,8 +16,11 @@
 #include <string.h>
 #include <time.h>
 
+#include <curl/curl.h>
+
 #include "audit/stream_audit.h"
 #include "bench/bench.h"
+#include "envelope/envelope.h"
 #include "handlers/exec_handler.h"
 #include "handlers/http_handler.h"
 
@@ -330,12 +333,37 @@ ordered_cases(const struct obx_bench_env *env, PGconn *conn)
     obx_bench_set_ordering(conn, env->ordering);
 }
 
-/* An envelope-sized body for the raw POSTs, about what the http: handler sends. */
-static const char sample_envelope[] =
-    "{\"id\":\"0190a3b2-1c2d-7e3f-8a9b-0c1d2e3f4a5b\",\"event_type\":\"review.logged\","
-    "\"aggregate_type\":\"movie\",\"aggregate_id\":\"0190a3b2-1c2d-7e3f-8a9b-0c1d2e3f4a5c\","
-    "\"occurred_at\":\"2026-11-29T09:41:56.123Z\",\"schema_version\":1,"
-    "\"payload\":{\"n\":1,\"fill\":\"\"}}";
+/*
+ * The raw POSTs' request: what handler `h` sends for an event like the
+ * case's (the bench's payload, one aggregate's first number when the
+ * schema is ordered), headers and body, made by the handler itself.
+ */
+static void
+raw_request(const struct obx_http_handler *h, int ordered, struct curl_slist **headers,
+            struct obx_buf *body)
+{
+    char id[37], aggregate_id[37];
+    struct obx_envelope_fields f = {.head = {.id = id,
+                                             .event_type = "review.logged",
+                                             .aggregate_type = "movie",
+                                             .aggregate_id = aggregate_id,
+                                             .occurred_at = "2026-11-29T09:41:56.123456Z",
+                                             .aggregate_seq = ordered ? 1 : 0},
+                                    .payload_json = obx_bench_payload,
+                                    .payload_len = strlen(obx_bench_payload)};
+    struct obx_buf envelope;
+
+    obx_bench_random_uuid(id);
+    obx_bench_random_uuid(aggregate_id);
+    obx_buf_init(&envelope);
+    obx_envelope_serialize(&f, &envelope);
+    if (obx_buf_failed(&envelope) ||
+        obx_http_handler_request(h, &f.head, envelope.data, envelope.len, headers, body) != 0) {
+        fprintf(stderr, "outbox-bench: the http case cannot build its raw request\n");
+        exit(1);
+    }
+    obx_buf_fini(&envelope);
+}
 
 /*
  * A declared `http:` handler (OBX_HTTP_DEFAULT_IN_FLIGHT requests in
@@ -365,7 +393,10 @@ http_case(const struct obx_bench_env *env, PGconn *conn)
     double raw, rate;
     char url[64];
     int port = 0;
+    struct curl_slist *raw_headers = NULL;
+    struct obx_buf raw_body;
 
+    obx_buf_init(&raw_body);
     sink = obx_bench_sink_start(&port);
     snprintf(url, sizeof(url), "http://127.0.0.1:%d/events", port);
     for (int i = 0; i < HTTP_REPLICAS; i++) {
@@ -384,13 +415,15 @@ http_case(const struct obx_bench_env *env, PGconn *conn)
     }
     http.ctx_each = (void *const *)hh;
     c.handler = &http;
+    raw_request(hh[0], env->ordering, &raw_headers, &raw_body);
     for (int replicas = 1; replicas <= HTTP_REPLICAS; replicas++) {
         /* the baseline keeps as many POSTs in flight as the replicas together */
         int in_flight = replicas * (int)http.in_flight;
 
         double cpu = own_cpu_us();
 
-        raw = obx_bench_raw_http_post(port, sample_envelope, (int)c.events, in_flight);
+        raw = obx_bench_raw_http_post(port, raw_headers, raw_body.data, raw_body.len, (int)c.events,
+                                      in_flight);
         /* the POSTs' and the endpoint's CPU, beside the consumers' figure below */
         cpu = (own_cpu_us() - cpu) / (double)c.events;
         obx_bench_emit(json_pack("{s:s, s:s, s:f, s:I, s:i, s:f}", "bench", "consume", "case",
@@ -406,6 +439,8 @@ http_case(const struct obx_bench_env *env, PGconn *conn)
     for (int i = 0; i < HTTP_REPLICAS; i++) {
         obx_http_handler_free(hh[i]);
     }
+    curl_slist_free_all(raw_headers);
+    obx_buf_fini(&raw_body);
     obx_bench_sink_stop(sink);
 }
 
