@@ -262,7 +262,7 @@ claim(struct obx_ledger *ledger, const char *handler, const struct obx_ledger_ev
     PGresult *res = NULL;
     outbox_status status;
     PGTransactionStatusType txn;
-    int with_messages;
+    int with_messages, own_txn;
 
     obx_error_reset(err);
     status = claim_check(handler, lease_seconds, lock_wait_ms, err);
@@ -273,21 +273,40 @@ claim(struct obx_ledger *ledger, const char *handler, const struct obx_ledger_ev
     if (status != OUTBOX_OK) {
         return status;
     }
-    /* An ordered claim made in a transaction carries the events' messages only when
-     * the last one parked some: a parked event's message is written in the same
-     * transaction either way (below), and most batches park nothing. */
+    /* An ordered claim carries the events' messages only when the last one parked
+     * some: a parked event's message is written in the claim's transaction either way
+     * (below), and most batches park nothing; the messages are nearly all of a claim's
+     * bytes. */
     txn = PQtransactionStatus(ledger->pg.conn);
-    with_messages = txn != PQTRANS_INTRANS || ledger->parked_lately;
+    with_messages = ledger->parked_lately;
     claim_stmt_init(&c);
     status = claim_build(&c, handler, events, count, lease_seconds, lock_wait_ms, as_done,
                          txn == PQTRANS_IDLE, with_messages, err);
-    if (status == OUTBOX_OK) {
+    /* Outside a transaction, such a claim opens one, so that the events it parks get their
+     * messages before anyone can see them; it commits after that. */
+    own_txn = status == OUTBOX_OK && txn == PQTRANS_IDLE && c.which == OBX_LEDGER_CLAIM_ORDERED &&
+              !with_messages;
+    if (status == OUTBOX_OK && own_txn) {
+        const struct obx_pg_step steps[2] = {
+            {.text = "BEGIN ISOLATION LEVEL READ COMMITTED"},
+            {.which = c.which, .params = c.params, .nparams = c.nparams}};
+        PGresult *begun[2] = {NULL};
+
+        status = obx_pg_session_pipeline(&ledger->pg, steps, 2, begun, err);
+        if (status == OUTBOX_OK) {
+            status = obx_pg_session_check(&ledger->pg, begun[0], "claim", err);
+        }
+        PQclear(begun[0]);
+        res = begun[1];
+    } else if (status == OUTBOX_OK) {
         res = obx_pg_session_exec(&ledger->pg, c.which, c.params, c.nparams);
         if (fresh_claim_waited(&c, res)) {
             PQclear(res); /* outside a transaction: that statement was rolled back alone */
             c.which = OBX_LEDGER_CLAIM;
             res = obx_pg_session_exec(&ledger->pg, c.which, c.params, c.nparams);
         }
+    }
+    if (status == OUTBOX_OK) {
         status = obx_pg_session_check(&ledger->pg, res, "claim", err);
     }
     if (status == OUTBOX_OK) {
@@ -299,6 +318,13 @@ claim(struct obx_ledger *ledger, const char *handler, const struct obx_ledger_ev
         ledger->parked_lately = claims_parked(out, count);
         if (ledger->parked_lately && !with_messages) {
             status = obx_ledger_parked_fill(ledger, handler, events, out, count, err);
+        }
+    }
+    if (own_txn) {
+        if (status == OUTBOX_OK) {
+            status = obx_ledger_commit(ledger, err);
+        } else {
+            obx_ledger_rollback(ledger); /* nothing is claimed: the batch is offered again */
         }
     }
     return status;
@@ -465,7 +491,8 @@ mark_done_and_claim(struct obx_ledger *ledger, const char *handler,
         [ROUND_COMMIT] = {.text = "COMMIT"}};
     PGresult *res[ROUND_STEPS] = {NULL};
     outbox_status status;
-    int sent = 0;
+    int sent = 0, with_messages = ledger->parked_lately, commit_after = 0;
+    size_t steps_sent = ROUND_STEPS;
 
     obx_error_reset(err);
     *marked = 0;
@@ -484,7 +511,7 @@ mark_done_and_claim(struct obx_ledger *ledger, const char *handler,
     status = done_build(&d, handler, done_events, done_claims, done_count, err);
     if (status == OUTBOX_OK) {
         status = claim_build(&c, handler, events, count, lease_seconds, lock_wait_ms, 0, fresh_ok,
-                             1, err);
+                             with_messages, err);
     }
     if (status == OUTBOX_OK) {
         /* No RUN claim to mark: the step is a statement that changes nothing. */
@@ -494,11 +521,15 @@ mark_done_and_claim(struct obx_ledger *ledger, const char *handler,
                 : (struct obx_pg_step){.text = "SELECT 0"};
         steps[ROUND_CLAIM] =
             (struct obx_pg_step){.which = c.which, .params = c.params, .nparams = c.nparams};
-        status = obx_pg_session_pipeline(&ledger->pg, steps, ROUND_STEPS, res, err);
+        /* An ordered claim without the messages may park events, which must get theirs
+         * before the commit: the commit follows once the claim is read. */
+        commit_after = c.which == OBX_LEDGER_CLAIM_ORDERED && !with_messages;
+        steps_sent = commit_after ? ROUND_COMMIT : ROUND_STEPS;
+        status = obx_pg_session_pipeline(&ledger->pg, steps, steps_sent, res, err);
         sent = status == OUTBOX_OK;
     }
     *waited = status == OUTBOX_OK && fresh_claim_waited(&c, res[ROUND_CLAIM]);
-    for (size_t i = 0; status == OUTBOX_OK && i < ROUND_STEPS; i++) {
+    for (size_t i = 0; status == OUTBOX_OK && i < steps_sent; i++) {
         status = obx_pg_session_check(&ledger->pg, res[i],
                                       i == ROUND_DONE    ? "mark done"
                                       : i == ROUND_CLAIM ? "claim"
@@ -508,7 +539,17 @@ mark_done_and_claim(struct obx_ledger *ledger, const char *handler,
     if (status == OUTBOX_OK) {
         status = claims_take(res[ROUND_CLAIM], count, out, err);
         *marked = d.runs > 0 ? done_marked(&d, res[ROUND_DONE]) : 0;
-    } else if (sent) {
+    }
+    if (status == OUTBOX_OK && c.which == OBX_LEDGER_CLAIM_ORDERED) {
+        ledger->parked_lately = claims_parked(out, count);
+        if (ledger->parked_lately && !with_messages) {
+            status = obx_ledger_parked_fill(ledger, handler, events, out, count, err);
+        }
+    }
+    if (status == OUTBOX_OK && commit_after) {
+        status = obx_ledger_commit(ledger, err);
+    }
+    if (status != OUTBOX_OK && sent) {
         /* A failed step leaves the transaction open and aborted: end it. */
         obx_ledger_rollback(ledger);
     }

@@ -226,6 +226,47 @@ Test(ledger_order, events_parked_in_a_transaction_are_kept_with_their_messages)
     obx_ledger_close(ledger);
 }
 
+/*
+ * Outside a transaction too: an ordered claim without the messages (none
+ * parked before it) opens a transaction of its own, gives the events it
+ * parks their messages, then commits; the claims after a park carry the
+ * messages and commit alone. Every parked event is kept whole, and no
+ * transaction is left open.
+ */
+Test(ledger_order, events_parked_by_a_claim_outside_a_transaction_are_kept_with_their_messages)
+{
+    struct obx_ledger *ledger = helper_ledger_open("order-test");
+    struct helper_ordered o;
+    struct obx_ledger_event batch[3];
+    struct obx_claim claims[3];
+    outbox_error err;
+
+    helper_register_ordered(ledger, "audit");
+    o = helper_ordered_new(conn, 3, 3);
+    for (int agg = 0; agg < 3; agg++) {
+        const struct obx_ledger_event *e = &o.events[agg * 3];
+
+        batch[0] = e[1];
+        batch[1] = e[0];
+        batch[2] = e[2];
+        LEDGER_OK(obx_ledger_claim(ledger, "audit", batch, 3, 30, 1000, claims, &err));
+        cr_assert_eq(claims[0].state, OBX_CLAIM_PARKED, "batch %d: 2 before 1 parks", agg);
+        cr_assert_eq(claims[1].state, OBX_CLAIM_RUN, "batch %d: 1 runs", agg);
+        cr_assert_eq(claims[2].state, OBX_CLAIM_PARKED, "batch %d: 3 after a parked 2", agg);
+        cr_assert_eq(obx_ledger_txn_state(ledger), OBX_LEDGER_TXN_NONE,
+                     "batch %d: the claim left no transaction open", agg);
+        cr_assert_eq(parked_whole("audit", e[1].event_id), 1,
+                     "batch %d: event 2 parked with its message id, subject and envelope", agg);
+        cr_assert_eq(parked_whole("audit", e[2].event_id), 1,
+                     "batch %d: event 3 parked with its message id, subject and envelope", agg);
+        cr_assert_eq(helper_count(conn, "processed_events", "status = 'in_progress'"),
+                     (long long)agg + 1, "batch %d: event 1's claim committed", agg);
+    }
+    cr_assert_eq(helper_count(conn, "parked_events", "true"), 6);
+    helper_ordered_free(&o);
+    obx_ledger_close(ledger);
+}
+
 /* Claimed for runs one by one (each its own savepoint), only the next may run. */
 Test(ledger_order, a_batch_claimed_for_separate_runs_runs_the_next_event_and_parks_the_rest)
 {
