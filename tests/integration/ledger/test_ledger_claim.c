@@ -299,3 +299,59 @@ Test(ledger_claim, a_bad_handler_or_event_id_is_refused_before_anything_is_sent)
     obx_ledger_close(ledger);
     helper_events_free(&ev);
 }
+
+/* SQLSTATE of one ledger row written by hand under handler `name`; "" when it committed. */
+static char *
+insert_as(const char *name)
+{
+    const char *params[] = {name};
+    PGresult *res = PQexecParams(conn,
+                                 "INSERT INTO outbox.processed_events (event_id, handler) "
+                                 "VALUES (gen_random_uuid(), $1)",
+                                 1, NULL, params, NULL, NULL, 0);
+    const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+    const char *constraint = PQresultErrorField(res, PG_DIAG_CONSTRAINT_NAME);
+    char *out = malloc(96);
+
+    cr_assert_not_null(out);
+    snprintf(out, 96, "%s%s%s", state != NULL ? state : "", constraint != NULL ? " " : "",
+             constraint != NULL ? constraint : "");
+    PQclear(res);
+    return out;
+}
+
+/*
+ * The table's own rule on handler names (migration 0034 wrote it again, cheaper) is the
+ * rule the ledger's callers check: 1 to 64 of A-Z a-z 0-9 _ . -, nothing else, for a row
+ * written by any client. And it is valid in the catalog: 0035 checked the rows before it.
+ */
+Test(ledger_claim, the_tables_handler_rule_takes_exactly_the_names_the_ledger_allows)
+{
+    char longest[65], too_long[66];
+    const char *allowed[] = {"a", "Z9", "mail.er-v2_EU", longest};
+    const char *refused[] = {"", too_long, "bad name", "caf\xc3\xa9", "a/b", "a\nb", "a;b"};
+    char *got;
+
+    memset(longest, 'h', 64);
+    longest[64] = '\0';
+    memset(too_long, 'h', 65);
+    too_long[65] = '\0';
+    for (size_t i = 0; i < sizeof(allowed) / sizeof(allowed[0]); i++) {
+        cr_assert(obx_ledger_handler_name_valid(allowed[i]), "the ledger allows %s", allowed[i]);
+        got = insert_as(allowed[i]);
+        cr_assert_str_eq(got, "", "handler \"%s\" is refused by the table: %s", allowed[i], got);
+        free(got);
+    }
+    for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+        cr_assert_not(obx_ledger_handler_name_valid(refused[i]), "the ledger refuses %s",
+                      refused[i]);
+        got = insert_as(refused[i]);
+        cr_assert_str_eq(got, "23514 processed_events_handler_name",
+                         "handler \"%s\" (%zu bytes): %s", refused[i], strlen(refused[i]), got);
+        free(got);
+    }
+    cr_assert_eq(harness_scalar_ll(conn, "SELECT count(*) FROM pg_constraint "
+                                         "WHERE conname = 'processed_events_handler_name' "
+                                         "AND convalidated"),
+                 1, "the rule is valid in the catalog");
+}
