@@ -168,5 +168,6 @@ obx_parked_feed_open(struct obx_ledger *ledger, const char *handler, int ledger_
     pf->lease_seconds = ledger_lease_seconds > 0 && ledger_lease_seconds < PARK_LEASE_MAX_S
                             ? ledger_lease_seconds
                             : PARK_LEASE_MAX_S;
+    feed->held_seconds = pf->lease_seconds;
     return feed;
 }

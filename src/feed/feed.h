@@ -85,6 +85,9 @@ struct obx_feed_ops {
 struct obx_feed {
     const struct obx_feed_ops *ops;
     void *impl; /* owned by the backend, freed by ops->close */
+    /* How long a fetched message stays this consumer's unsettled before the server
+     * hands it out again (JetStream's ack_wait, a lease): in_progress starts it anew. */
+    int held_seconds;
 };
 
 /*

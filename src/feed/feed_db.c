@@ -390,6 +390,7 @@ obx_feed_db_open(const struct obx_feed_options *opts, struct obx_feed **out, out
     }
     f = feed->impl;
     f->lease_seconds = opts->lease_seconds;
+    feed->held_seconds = opts->lease_seconds;
     f->prune = opts->prune;
     f->prefix = strdup(opts->subject_prefix);
     f->name = strdup(opts->name != NULL ? opts->name : "-");

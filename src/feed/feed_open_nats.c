@@ -38,6 +38,7 @@ obx_feed_nats_open(const struct obx_feed_options *opts, struct obx_feed **out, o
     if (feed == NULL) {
         return obx_fail(err, OUTBOX_ENOMEM, "out of memory for the feed");
     }
+    feed->held_seconds = opts->ack_wait_seconds;
     st = obx_nats_feed_connect(feed->impl, opts, err);
     if (st != OUTBOX_OK) {
         obx_nats_feed_close(feed);

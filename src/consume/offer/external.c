@@ -55,6 +55,7 @@ struct runs {
     size_t *round_done;        /* the done marks the ledger round in flight writes */
     struct obx_run_end *later; /* runs that ended during a round, settled after it */
     size_t later_count;
+    long long held_until_ms; /* when the batch's messages are next said to be in progress */
 };
 
 /*
@@ -133,12 +134,10 @@ static void
 keep_ahead(struct offer *o, struct runs *r, size_t k, long long claimed_ms)
 {
     int lease = (int)o->env->cfg->ledger_lease_seconds;
-    outbox_error ferr = {0};
 
     obx_claim_watch_init(&r->watch[k], claimed_ms, lease);
     r->kept[k] = obx_claim_keeper_watch(o->env->keeper, o->h->name, &o->events[k], &o->claims[k],
                                         lease, claimed_ms, &r->watch[k]);
-    o->env->feed->ops->in_progress(o->env->feed, o->batch, o->msg_index[k], &ferr);
     r->state[k] = RUN_AHEAD;
     r->ahead[(r->ahead_first + r->ahead_count++) % o->count] = k;
 }
@@ -573,6 +572,39 @@ give_back_ahead(struct offer *o, struct runs *r, int broken, long long delay_ms,
     return st;
 }
 
+/*
+ * The server hands a message out again when it stays unsettled for the
+ * feed's held_seconds (JetStream's ack_wait, the DB feed's lease). An
+ * offer that outlasts a third of it says every message of its batch is
+ * still in progress, and again every third: long runs, and events waiting
+ * for a place in the window, stay this replica's. An offer that ends
+ * sooner sends nothing (one in-progress per event was a second message
+ * to the broker, or a write to the outbox, for each event).
+ */
+static void
+keep_messages_held(struct offer *o, struct runs *r)
+{
+    long long now = obx_monotonic_ms();
+    long long third_ms = (long long)o->env->feed->held_seconds * 1000 / 3;
+
+    if (third_ms <= 0) {
+        return; /* a feed that never hands a message out again */
+    }
+    if (r->held_until_ms == 0) {
+        r->held_until_ms = now + third_ms;
+    }
+    if (now < r->held_until_ms) {
+        return;
+    }
+    r->held_until_ms = now + third_ms;
+    for (size_t k = 0; k < o->count; k++) {
+        outbox_error ferr = {0};
+
+        /* A failure is the broker's or the outbox's outage: the run's own outcome tells. */
+        (void)o->env->feed->ops->in_progress(o->env->feed, o->batch, o->msg_index[k], &ferr);
+    }
+}
+
 /* A run whose claim is gone, or may run out before its next renewal, is stopped at once. */
 static void
 stop_lost_runs(struct offer *o, struct runs *r)
@@ -677,6 +709,7 @@ obx_offer_external(struct offer *o, outbox_error *err)
                 n = ops->wait(o->h->ctx, ROUND_POLL_MS, r.ends, limit);
                 settle_in_round(o, &r, n, broken);
                 stop_lost_runs(o, &r);
+                keep_messages_held(o, &r);
             }
             note(round_end(o, &r, &rd, err), &broken, &st);
             settle_later(o, &r, &broken, &st, err);
@@ -689,6 +722,7 @@ obx_offer_external(struct offer *o, outbox_error *err)
         n = ops->wait(o->h->ctx, WAIT_ROUND_MS, r.ends, limit);
         settle_round(o, &r, n, &broken, &st, err);
         stop_lost_runs(o, &r);
+        keep_messages_held(o, &r);
     }
     /* Not started: back later, nothing spent (the ledger is away, or the endpoint). */
     for (size_t k = 0; k < o->count; k++) {

@@ -412,6 +412,47 @@ Test(consume_http, claims_taken_ahead_are_renewed_while_they_wait_for_their_requ
 }
 
 /*
+ * A batch that outlasts the feed's hold on its messages (the DB feed's
+ * lease of 2 s, JetStream's ack_wait alike) keeps them: every third of it
+ * the consumer says they are still in progress. With one request at a
+ * time, each 1.2 s, the fourth event ends 4.8 s after the batch was
+ * fetched; a second replica polling all along never leases one of them
+ * again (no lease runs out), and each is POSTed once. A batch that ends
+ * sooner says nothing: the short cases above send no in-progress at all.
+ */
+Test(consume_http, a_batch_outlasting_the_feeds_hold_keeps_its_messages_from_other_replicas)
+{
+    enum { EVENTS = 4 };
+    char spec[200];
+    const char *const handlers[] = {spec, NULL};
+    struct run first, second;
+
+    ep = http_endpoint_start(0, NULL, NULL);
+    cr_assert_not_null(ep);
+    http_endpoint_script(ep, 0, 0, NULL, 0, 204, 1200);
+    hook_spec(spec, sizeof(spec), "[in_flight=1]", http_endpoint_port(ep));
+    relay_test_enqueue(conn, EVENTS);
+    consume_test_env(&first.env, "db", "httphold", "httphold", "httphold");
+    relay_env_set(&first.env, "OUTBOX_LEASE_SECONDS", "2");
+    relay_env_set(&first.env, "OUTBOX_RELAY_MODE", "mark");
+    consume_test_start(&first.consumer, &first.env, "http-1", handlers);
+    HARNESS_WAIT_UNTIL(http_endpoint_count(ep) >= 1, 20000);
+    consume_test_env(&second.env, "db", "httphold", "httphold", "httphold");
+    relay_env_set(&second.env, "OUTBOX_LEASE_SECONDS", "2");
+    relay_env_set(&second.env, "OUTBOX_RELAY_MODE", "mark");
+    consume_test_start(&second.consumer, &second.env, "http-2", handlers);
+    HARNESS_WAIT_UNTIL(done_count() == EVENTS, 30000);
+    run_stop(&second);
+    run_stop(&first);
+
+    cr_assert_eq(http_endpoint_count(ep), EVENTS, "an event was POSTed twice");
+    cr_assert_eq(ledger("SELECT coalesce(sum(lease_expiries), 0) FROM outbox.events"), 0,
+                 "a lease of the batch's messages ran out while the batch went on");
+    cr_assert_eq(ledger("SELECT count(*) FROM outbox.events WHERE status = 'done'"), EVENTS,
+                 "every message was acked by the replica that ran it");
+}
+
+/*
  * With one request at a time, the events after the first are claimed
  * ahead when the endpoint refuses the connection: those claims are given
  * back (released, due after the pause) with no attempt spent, and every
