@@ -253,6 +253,23 @@ fresh_claim_waited(const struct claim_stmt *c, const PGresult *res)
     return c->which == OBX_LEDGER_CLAIM_FRESH && state != NULL && strcmp(state, "55P03") == 0;
 }
 
+/*
+ * After an ordered claim, in its transaction: whether it parked events
+ * (the next claim carries the messages if so), and the messages of those
+ * it parked when it did not carry them.
+ */
+static outbox_status
+parked_messages(struct obx_ledger *ledger, const char *handler,
+                const struct obx_ledger_event *events, const struct obx_claim *claims, size_t count,
+                int with_messages, outbox_error *err)
+{
+    ledger->parked_lately = claims_parked(claims, count);
+    if (ledger->parked_lately && !with_messages) {
+        return obx_ledger_parked_fill(ledger, handler, events, claims, count, err);
+    }
+    return OUTBOX_OK;
+}
+
 static outbox_status
 claim(struct obx_ledger *ledger, const char *handler, const struct obx_ledger_event *events,
       size_t count, int lease_seconds, int lock_wait_ms, int as_done, struct obx_claim *out,
@@ -315,10 +332,7 @@ claim(struct obx_ledger *ledger, const char *handler, const struct obx_ledger_ev
     PQclear(res);
     claim_stmt_fini(&c);
     if (status == OUTBOX_OK && c.which == OBX_LEDGER_CLAIM_ORDERED) {
-        ledger->parked_lately = claims_parked(out, count);
-        if (ledger->parked_lately && !with_messages) {
-            status = obx_ledger_parked_fill(ledger, handler, events, out, count, err);
-        }
+        status = parked_messages(ledger, handler, events, out, count, with_messages, err);
     }
     if (own_txn) {
         if (status == OUTBOX_OK) {
@@ -541,10 +555,7 @@ mark_done_and_claim(struct obx_ledger *ledger, const char *handler,
         *marked = d.runs > 0 ? done_marked(&d, res[ROUND_DONE]) : 0;
     }
     if (status == OUTBOX_OK && c.which == OBX_LEDGER_CLAIM_ORDERED) {
-        ledger->parked_lately = claims_parked(out, count);
-        if (ledger->parked_lately && !with_messages) {
-            status = obx_ledger_parked_fill(ledger, handler, events, out, count, err);
-        }
+        status = parked_messages(ledger, handler, events, out, count, with_messages, err);
     }
     if (status == OUTBOX_OK && commit_after) {
         status = obx_ledger_commit(ledger, err);
