@@ -182,6 +182,28 @@ parked_whole(const char *handler, const char *event_id)
     return helper_count(conn, "parked_events", where);
 }
 
+/* Aggregate `agg`'s three events of `o` as one batch out of order: [2, 1, 3]. */
+static const struct obx_ledger_event *
+batch_2_1_3(const struct helper_ordered *o, int agg, struct obx_ledger_event batch[3])
+{
+    const struct obx_ledger_event *e = &o->events[agg * 3];
+
+    batch[0] = e[1];
+    batch[1] = e[0];
+    batch[2] = e[2];
+    return e;
+}
+
+/* Events 2 and 3 of batch `agg` (`e`: its events in number order) parked whole. */
+static void
+expect_2_and_3_parked_whole(int agg, const struct obx_ledger_event *e)
+{
+    cr_assert_eq(parked_whole("audit", e[1].event_id), 1,
+                 "batch %d: event 2 parked with its message id, subject and envelope", agg);
+    cr_assert_eq(parked_whole("audit", e[2].event_id), 1,
+                 "batch %d: event 3 parked with its message id, subject and envelope", agg);
+}
+
 /*
  * A claim in a transaction carries the events' messages only when the last
  * one parked some; either way, each event it parks is kept whole when the
@@ -200,11 +222,8 @@ Test(ledger_order, events_parked_in_a_transaction_are_kept_with_their_messages)
     /* Three batches, one aggregate each, every one [2, 1, 3]: the first claim is made
      * without the messages (nothing parked before it), the next two with them. */
     for (int agg = 0; agg < 3; agg++) {
-        const struct obx_ledger_event *e = &o.events[agg * 3];
+        const struct obx_ledger_event *e = batch_2_1_3(&o, agg, batch);
 
-        batch[0] = e[1];
-        batch[1] = e[0];
-        batch[2] = e[2];
         LEDGER_OK(obx_ledger_begin(ledger, &err));
         LEDGER_OK(obx_ledger_claim_as_done(ledger, "audit", batch, 3, 1000, claims, &err));
         cr_assert_eq(claims[0].state, OBX_CLAIM_PARKED, "batch %d: 2 before 1 parks", agg);
@@ -216,10 +235,7 @@ Test(ledger_order, events_parked_in_a_transaction_are_kept_with_their_messages)
             continue;
         }
         LEDGER_OK(obx_ledger_commit(ledger, &err));
-        cr_assert_eq(parked_whole("audit", e[1].event_id), 1,
-                     "batch %d: event 2 parked with its message id, subject and envelope", agg);
-        cr_assert_eq(parked_whole("audit", e[2].event_id), 1,
-                     "batch %d: event 3 parked with its message id, subject and envelope", agg);
+        expect_2_and_3_parked_whole(agg, e);
     }
     cr_assert_eq(helper_count(conn, "parked_events", "true"), 4);
     helper_ordered_free(&o);
@@ -244,21 +260,15 @@ Test(ledger_order, events_parked_by_a_claim_outside_a_transaction_are_kept_with_
     helper_register_ordered(ledger, "audit");
     o = helper_ordered_new(conn, 3, 3);
     for (int agg = 0; agg < 3; agg++) {
-        const struct obx_ledger_event *e = &o.events[agg * 3];
+        const struct obx_ledger_event *e = batch_2_1_3(&o, agg, batch);
 
-        batch[0] = e[1];
-        batch[1] = e[0];
-        batch[2] = e[2];
         LEDGER_OK(obx_ledger_claim(ledger, "audit", batch, 3, 30, 1000, claims, &err));
         cr_assert_eq(claims[0].state, OBX_CLAIM_PARKED, "batch %d: 2 before 1 parks", agg);
         cr_assert_eq(claims[1].state, OBX_CLAIM_RUN, "batch %d: 1 runs", agg);
         cr_assert_eq(claims[2].state, OBX_CLAIM_PARKED, "batch %d: 3 after a parked 2", agg);
         cr_assert_eq(obx_ledger_txn_state(ledger), OBX_LEDGER_TXN_NONE,
                      "batch %d: the claim left no transaction open", agg);
-        cr_assert_eq(parked_whole("audit", e[1].event_id), 1,
-                     "batch %d: event 2 parked with its message id, subject and envelope", agg);
-        cr_assert_eq(parked_whole("audit", e[2].event_id), 1,
-                     "batch %d: event 3 parked with its message id, subject and envelope", agg);
+        expect_2_and_3_parked_whole(agg, e);
         cr_assert_eq(helper_count(conn, "processed_events", "status = 'in_progress'"),
                      (long long)agg + 1, "batch %d: event 1's claim committed", agg);
     }
