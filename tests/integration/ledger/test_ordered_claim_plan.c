@@ -215,6 +215,39 @@ Test(ordered_claim_plan, a_batch_reads_one_progress_row_per_aggregate)
 }
 
 /*
+ * Leaves the handler's statistics at one row while the table holds all
+ * HANDLER_ROWS again: every row but one deleted, the table analyzed, the
+ * rows put back. With `snapshot_open`, a transaction of another session
+ * holds a snapshot from before the delete through the VACUUM, as a long
+ * report or a backup would: the deleted rows stay, so do their pages, and
+ * the table's rows are estimated at one or two over all of its pages.
+ */
+static void
+analyze_with_one_row(bool snapshot_open)
+{
+    PGconn *other = NULL;
+
+    harness_exec(conn, "CREATE TEMP TABLE rest AS SELECT * FROM outbox.handler_progress WHERE "
+                       "aggregate_id <> '22222222-2222-4222-8222-000000000001'");
+    if (snapshot_open) {
+        other = helper_connect();
+        harness_exec(other, "BEGIN ISOLATION LEVEL REPEATABLE READ");
+        harness_exec(other, "SELECT count(*) FROM outbox.handler_progress");
+    }
+    harness_exec(conn, "DELETE FROM outbox.handler_progress WHERE aggregate_id <> "
+                       "'22222222-2222-4222-8222-000000000001'");
+    harness_exec(conn, "VACUUM ANALYZE outbox.handler_progress");
+    if (other != NULL) {
+        harness_exec(other, "COMMIT");
+        PQfinish(other);
+    }
+    cr_assert_eq(harness_scalar_ll(conn, "SELECT reltuples::bigint FROM pg_class WHERE oid = "
+                                         "'outbox.handler_progress'::regclass"),
+                 1, "the statistics count the one row left");
+    harness_exec(conn, "INSERT INTO outbox.handler_progress SELECT * FROM rest");
+}
+
+/*
  * Statistics taken while the handler had one progress row (a new handler
  * whose first aggregate was analyzed, or a table emptied and refilled
  * since) say its column is unique: a handler's rows are estimated at one,
@@ -224,11 +257,20 @@ Test(ordered_claim_plan, a_batch_reads_one_progress_row_per_aggregate)
  */
 Test(ordered_claim_plan, a_batch_reads_one_progress_row_per_aggregate_with_statistics_of_one_row)
 {
-    harness_exec(conn, "CREATE TEMP TABLE rest AS SELECT * FROM outbox.handler_progress WHERE "
-                       "aggregate_id <> '22222222-2222-4222-8222-000000000001'");
-    harness_exec(conn, "DELETE FROM outbox.handler_progress WHERE aggregate_id <> "
-                       "'22222222-2222-4222-8222-000000000001'");
-    harness_exec(conn, "VACUUM ANALYZE outbox.handler_progress");
-    harness_exec(conn, "INSERT INTO outbox.handler_progress SELECT * FROM rest");
+    analyze_with_one_row(false);
     expect_reads_per_aggregate("statistics of one row");
+}
+
+/*
+ * The same, with the deleted rows' pages kept by an open snapshot: the
+ * table's rows are estimated at one or two (one counted over many pages),
+ * and a join that reads the table once, not a probe per aggregate, is the
+ * cheaper plan on paper. Seen in CI, where another session's snapshot
+ * came and went at random: the batch of 50 read 19,851 rows.
+ */
+Test(ordered_claim_plan,
+     a_batch_reads_one_progress_row_per_aggregate_with_statistics_of_one_row_over_many_pages)
+{
+    analyze_with_one_row(true);
+    expect_reads_per_aggregate("statistics of one row over many pages");
 }
