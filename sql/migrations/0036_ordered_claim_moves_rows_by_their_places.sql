@@ -4,17 +4,18 @@
 -- ledger_progress_move(), which finds each row by its key and writes it
 -- by its place, whatever the table's statistics say.
 --
--- 0027's two statements joined the batch to handler_progress by key in
--- one UPDATE, and left the join's shape to the planner. With statistics
--- that put the table at a row or two while it holds thousands, a join
--- that reads the table once (a hash join, or a materialized scan) costs
--- less on paper than a probe per aggregate, and each batch read the
--- handler's every row: 19,851 rows for a batch of 50 aggregates over
--- 20,000 (test_ordered_claim_plan). Such statistics are ordinary: an
--- ANALYZE that ran while the table was nearly empty, or while an open
--- snapshot kept a deleted handler's rows from being vacuumed (the pages
--- stay, the live rows counted are few), holds until autovacuum's next
--- ANALYZE of the table, a minute or more later.
+-- 0027's statements that move rows it has not read yet (the common
+-- batch's, the runs', and the set-back after a run broke) joined the
+-- batch to handler_progress by key, and left the join's shape to the
+-- planner. With statistics that put the table at a row or two while it
+-- holds thousands, a join that reads the table once (a hash join, or a
+-- materialized scan) costs less on paper than a probe per aggregate, and
+-- each batch read the handler's every row: 19,851 rows for a batch of 50
+-- aggregates over 20,000 (test_ordered_claim_plan). Such statistics are
+-- ordinary: an ANALYZE that ran while the table was nearly empty, or while
+-- an open snapshot kept a deleted handler's rows from being vacuumed (the
+-- pages stay, the live rows counted are few), holds until autovacuum's
+-- next ANALYZE of the table, a minute or more later.
 --
 -- ledger_progress_move() reads each row's place by a probe per aggregate
 -- (LATERAL ... LIMIT 1 is a subquery per row: the planner can only probe
@@ -24,6 +25,8 @@
 -- instead). A row another transaction moved after the probe has a new
 -- place; the update follows it to the new version and the number check
 -- leaves it alone, as before: the batch then takes the general path.
+-- The rows the locked path and the one write move are written by the
+-- places they read (a TID scan whatever the statistics), as before.
 --
 -- The rest of 0027's function is unchanged.
 
@@ -673,9 +676,9 @@ BEGIN
         IF cardinality(undone) > 0
            OR EXISTS (SELECT FROM unnest(res_states) AS z(state)
                        WHERE z.state IS DISTINCT FROM 'run') THEN
-            UPDATE /*schema*/handler_progress AS g
-               SET last_seq = x.s, updated_at = now()
-              FROM (SELECT claim_handler AS h, r.t, r.a, max(o.s) AS wrote,
+            SELECT array_agg(x.t), array_agg(x.a), array_agg(x.wrote), array_agg(x.s)
+              INTO move_types, move_ids, move_dones, move_seqs
+              FROM (SELECT r.t, r.a, max(o.s) AS wrote,
                            coalesce(max(o.s) FILTER (WHERE z.state = 'run'
                                                        AND NOT (r.id = ANY (undone))),
                                     min(l.done)) AS s
@@ -688,8 +691,9 @@ BEGIN
                                         AS z(id, state, ord)
                                   ORDER BY z.id, z.ord) AS z ON z.id = r.id
                      GROUP BY r.t, r.a) AS x
-             WHERE x.s < x.wrote AND g.handler = x.h
-               AND g.aggregate_type = x.t AND g.aggregate_id = x.a;
+             WHERE x.s < x.wrote;
+            PERFORM /*schema*/ledger_progress_move(claim_handler, move_types, move_ids,
+                                                   move_dones, move_seqs);
         END IF;
     ELSIF claim_done THEN
         SELECT array_agg(l.tid), array_agg(x.s), array_agg(x.t), array_agg(x.a)
