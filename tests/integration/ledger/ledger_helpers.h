@@ -228,4 +228,18 @@ helper_xact_counter(PGconn *conn, const char *table, const char *column)
     return harness_scalar_ll(conn, sql);
 }
 
+/* `rows` finished claims of `handler` (done, each its own event): a ledger that has run a while. */
+static inline void
+helper_finished_claims(PGconn *conn, const char *handler, int rows)
+{
+    char sql[512];
+
+    snprintf(sql, sizeof(sql),
+             "INSERT INTO outbox.processed_events (event_id, handler, status, started_at, "
+             "finished_at) SELECT gen_random_uuid(), '%s', 'done', now(), now() "
+             "FROM generate_series(1, %d)",
+             handler, rows);
+    harness_exec(conn, sql);
+}
+
 #endif

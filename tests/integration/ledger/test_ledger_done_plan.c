@@ -47,19 +47,6 @@ static PGconn *conn;
 static const char *handler = "plan"; /* the ledger rows' handler */
 
 static void
-fill_ledger(int rows)
-{
-    char sql[512];
-
-    snprintf(sql, sizeof(sql),
-             "INSERT INTO outbox.processed_events (event_id, handler, status, started_at, "
-             "finished_at) SELECT gen_random_uuid(), 'plan', 'done', now(), now() "
-             "FROM generate_series(1, %d)",
-             rows);
-    harness_exec(conn, sql);
-}
-
-static void
 setup(void)
 {
     conn = harness_pg_connect_fresh();
@@ -170,13 +157,13 @@ expect_reads_per_claim(const char *state)
 
 Test(ledger_done_plan, a_done_mark_reads_its_claims_by_key_without_statistics)
 {
-    fill_ledger(LEDGER_ROWS);
+    helper_finished_claims(conn, "plan", LEDGER_ROWS);
     expect_reads_per_claim("no statistics");
 }
 
 Test(ledger_done_plan, a_done_mark_reads_its_claims_by_key_with_statistics)
 {
-    fill_ledger(LEDGER_ROWS);
+    helper_finished_claims(conn, "plan", LEDGER_ROWS);
     harness_exec(conn, "ANALYZE outbox.processed_events");
     expect_reads_per_claim("with statistics");
 }
@@ -184,9 +171,9 @@ Test(ledger_done_plan, a_done_mark_reads_its_claims_by_key_with_statistics)
 /* The bench's state: analyzed at half the size, then grown (autovacuum not yet by). */
 Test(ledger_done_plan, a_done_mark_reads_its_claims_by_key_with_statistics_of_half_the_table)
 {
-    fill_ledger(LEDGER_ROWS / 2);
+    helper_finished_claims(conn, "plan", LEDGER_ROWS / 2);
     harness_exec(conn, "ANALYZE outbox.processed_events");
-    fill_ledger(LEDGER_ROWS / 2);
+    helper_finished_claims(conn, "plan", LEDGER_ROWS / 2);
     expect_reads_per_claim("statistics of half the table");
 }
 
@@ -203,7 +190,7 @@ Test(ledger_done_plan, a_done_mark_of_a_whole_claimed_batch_updates_no_index)
     /* the longest name the ledger allows (processed_events_handler_name) */
     handler = "h234567890123456789012345678901234567890123456789012345678901234";
     cr_assert_eq(strlen(handler), 64);
-    fill_ledger(LEDGER_ROWS / 10);
+    helper_finished_claims(conn, "plan", LEDGER_ROWS / 10);
     for (int k = 0; k < 2; k++) {
         long long hot;
 
