@@ -63,10 +63,15 @@ up(const struct run *r, const char *command)
 static void
 progress(struct run *r, int final)
 {
-    printf("%s%5.1fs  written %7lld  published %7lld  in stream %7lld  handled %7lld  "
+    char in_stream[24] = "      -"; /* the stream is not there yet, or did not answer */
+
+    if (r->in_stream >= 0) {
+        snprintf(in_stream, sizeof(in_stream), "%7lld", r->in_stream);
+    }
+    printf("%s%5.1fs  written %7lld  published %7lld  in stream %s  handled %7lld  "
            "waiting %6lld  relays %d/%d  consumers %d/%d%s",
-           r->tty ? "\r" : "", now_s() - r->start, r->committed, r->n.done, r->in_stream,
-           r->n.handled, r->n.waiting, up(r, "relay"), r->o->relays, up(r, "consume"), CONSUMERS,
+           r->tty ? "\r" : "", now_s() - r->start, r->committed, r->n.done, in_stream, r->n.handled,
+           r->n.waiting, up(r, "relay"), r->o->relays, up(r, "consume"), CONSUMERS,
            r->tty && !final ? "" : "\n");
     fflush(stdout);
 }
