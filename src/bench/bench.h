@@ -301,6 +301,10 @@ int obx_bench_sustained(const struct obx_bench_env *env);
 
 int obx_bench_consume(const struct obx_bench_env *env);
 
+/* consume --case try_claim: outbox.try_claim() against the bare effect INSERT
+ * (consume_try_claim_pg.c). */
+void obx_bench_try_claim_case(const struct obx_bench_env *env, PGconn *conn);
+
 /* Raw pull fetch + ack of `count` messages from `stream` (raw_fetch_nats.c). 0 or -1. */
 int obx_bench_raw_fetch_ack(const char *url, const char *stream, const char *subjects,
                             long long count, double *events_per_s);

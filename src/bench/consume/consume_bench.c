@@ -6,7 +6,8 @@
  * fetch+ack rate of the same messages measured in the same run; an
  * `exec:true` handler against spawning `true` bare in a loop; an `http:`
  * handler against the same POSTs sent raw through libcurl to the same
- * local endpoint; then publish-to-handled latency at a fixed moderate
+ * local endpoint; outbox.try_claim() in a consumer's own transaction
+ * against its effect alone; then publish-to-handled latency at a fixed moderate
  * rate. `--case ordered`: the consumers' order check over 10,000 aggregates
  * and over one hot aggregate, beside the same drain unordered.
  */
@@ -474,12 +475,14 @@ obx_bench_consume(const struct obx_bench_env *env)
 
     if (env->only_case != NULL &&
         (strcmp(env->only_case, "exec") == 0 || strcmp(env->only_case, "http") == 0 ||
-         strcmp(env->only_case, "ordered") == 0)) {
-        /* --case exec / http / ordered: that case alone (with its baseline) */
+         strcmp(env->only_case, "try_claim") == 0 || strcmp(env->only_case, "ordered") == 0)) {
+        /* --case exec / http / try_claim / ordered: that case alone (with its baseline) */
         if (strcmp(env->only_case, "exec") == 0) {
             exec_case(env, conn);
         } else if (strcmp(env->only_case, "http") == 0) {
             http_case(env, conn);
+        } else if (strcmp(env->only_case, "try_claim") == 0) {
+            obx_bench_try_claim_case(env, conn);
         } else {
             ordered_cases(env, conn);
         }
@@ -489,6 +492,7 @@ obx_bench_consume(const struct obx_bench_env *env)
     jetstream_cases(env, conn);
     exec_case(env, conn);
     http_case(env, conn);
+    obx_bench_try_claim_case(env, conn);
     db_cases(env, conn);
     obx_bench_effects_reset(conn);
     if (obx_bench_consume_latency(env, conn, 1000, env->seconds * 3, &p50, &p99, &samples) == 0) {
