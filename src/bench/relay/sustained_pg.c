@@ -13,6 +13,9 @@
  * counted from the writers' start to the end of the drain, per event the
  * relays finished: the writers' inserts and the bench's samples are in
  * it. --two-writes runs the relays on the two-write claim to compare.
+ * First, the same writers run alone, unpaced, on another fresh database with
+ * no relay and no broker traffic: the most they can write on this machine,
+ * the raw limit the sustained rate is read against.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -28,6 +31,13 @@
 #include "common/banned.h" /* last: poisons unsafe functions */
 
 enum { WRITERS = 4, RELAYS = 2, PER_TX = 100, SAMPLE_MS = 250, BLOAT_EVENTS = 300000 };
+
+/*
+ * The writers alone: how long (at most; never longer than the sustained run)
+ * and the rate they are asked, far above what any writer here reaches, so
+ * their pacing never waits.
+ */
+enum { ALONE_SECONDS = 10, ALONE_ASKED_PER_S = 100000 };
 
 #define FRESH_DB "outbox_bench_sustained"
 
@@ -471,6 +481,62 @@ add_latencies(json_t *line, struct obx_bench_workers *relays, const struct measu
                quantile_ms(relays, OUTBOX_RELAY_FINISH_SECONDS, &m->finish, 0.99, &bucket));
 }
 
+/* Every writer's thread joined; the events they committed. */
+static long long
+join_writers(struct writer *writers)
+{
+    long long written = 0;
+
+    for (int i = 0; i < WRITERS; i++) {
+        pthread_join(writers[i].thread, NULL);
+        written += writers[i].written;
+    }
+    return written;
+}
+
+static void
+free_writers(struct writer *writers)
+{
+    for (int i = 0; i < WRITERS; i++) {
+        free(writers[i].commit_at);
+    }
+}
+
+/* What the writers alone reached: events/s, and PostgreSQL's CPU per event written. */
+struct alone {
+    double events_per_s;
+    double pg_cpu_us;
+};
+
+/*
+ * The writers' ceiling on this machine: the same writers, unpaced, on a
+ * fresh database (migrated as the measured one is, so with the same
+ * ordering), with nothing else running: no relay, no broker traffic. The
+ * sustained target's 10,000 events/s can only be met with room to spare
+ * above this, since the relays, nats-server and PostgreSQL's share of
+ * relaying need the same two cores. The database is dropped after.
+ */
+static struct alone
+writers_alone(PGconn *admin, const struct obx_bench_env *fresh, int sql, double seconds)
+{
+    struct writer writers[WRITERS];
+    struct obx_bench_pg_cpu cpu;
+    struct alone out;
+    long long written;
+    double start;
+
+    fresh_database(admin, fresh);
+    obx_bench_pg_cpu_start(&cpu, obx_bench_pg_postmaster(admin));
+    start = obx_bench_now();
+    start_writers(writers, fresh, sql, ALONE_ASKED_PER_S, seconds);
+    written = join_writers(writers);
+    out.events_per_s = (double)written / (obx_bench_now() - start);
+    out.pg_cpu_us = obx_bench_pg_cpu_us_per_event(&cpu, written);
+    free_writers(writers);
+    obx_bench_exec(admin, "DROP DATABASE IF EXISTS " FRESH_DB " WITH (FORCE)");
+    return out;
+}
+
 int
 obx_bench_sustained(const struct obx_bench_env *env)
 {
@@ -486,7 +552,8 @@ obx_bench_sustained(const struct obx_bench_env *env)
     struct peaks peaks = {0};
     struct measure_start measured;
     struct obx_bench_pg_cpu cpu;
-    long long written = 0, at_end, left, wal_start, samples, finished_start;
+    struct alone alone;
+    long long written, at_end, left, wal_start, samples, finished_start;
     double start, stop, drained, ack_p50, ack_p99, pg_cpu_us;
     char *url = conninfo_for(env->database_url, FRESH_DB);
     json_t *line = json_object(), *settings = json_object();
@@ -495,6 +562,7 @@ obx_bench_sustained(const struct obx_bench_env *env)
         json_object_set_new(settings, "batch_size", json_integer(env->batch));
     }
     fresh.database_url = url;
+    alone = writers_alone(admin, &fresh, sql, seconds < ALONE_SECONDS ? seconds : ALONE_SECONDS);
     fresh_database(admin, &fresh);
     conn = obx_bench_connect(&fresh);
     obx_bench_sample_by_index(conn);
@@ -521,10 +589,7 @@ obx_bench_sustained(const struct obx_bench_env *env)
         sample(conn, &load, &peaks);
         obx_bench_pace(obx_bench_now(), SAMPLE_MS / 1000.0);
     }
-    for (int i = 0; i < WRITERS; i++) {
-        pthread_join(writers[i].thread, NULL);
-        written += writers[i].written;
-    }
+    written = join_writers(writers);
     stop = obx_bench_now();
     sample(conn, &load, &peaks);
     at_end = backlog(conn);
@@ -552,6 +617,11 @@ obx_bench_sustained(const struct obx_bench_env *env)
     set_count(line, "per_tx", PER_TX);
     set_count(line, "written", written);
     set_number(line, "write_events_per_s", (double)written / (stop - start));
+    set_number(line, "writers_alone_events_per_s", alone.events_per_s);
+    set_number(line, "write_vs_writers_alone",
+               alone.events_per_s > 0 ? (double)written / (stop - start) / alone.events_per_s : -1);
+    json_object_set_new(line, "writers_alone_pg_cpu_us_per_event",
+                        obx_bench_number_or_null(alone.pg_cpu_us));
     set_count(line, "backlog_max", peaks.backlog);
     set_number(line, "backlog_max_seconds_of_production", (double)peaks.backlog / rate);
     set_count(line, "backlog_at_end", at_end);
@@ -573,9 +643,7 @@ obx_bench_sustained(const struct obx_bench_env *env)
     obx_bench_close(conn);
     obx_bench_exec(admin, "DROP DATABASE IF EXISTS " FRESH_DB " WITH (FORCE)");
     obx_bench_close(admin);
-    for (int i = 0; i < WRITERS; i++) {
-        free(writers[i].commit_at);
-    }
+    free_writers(writers);
     free(url);
     return 0;
 }
