@@ -366,12 +366,31 @@ raw_request(const struct obx_http_handler *h, int ordered, struct curl_slist **h
     obx_buf_fini(&envelope);
 }
 
+/* One raw_http_post run: its rate, and this process's CPU per POST (the POSTs' and the endpoint's).
+ */
+struct raw_post {
+    double rate, cpu_us;
+};
+
+static void
+raw_post(int port, struct curl_slist *headers, const struct obx_buf *body, long long events,
+         int in_flight, struct raw_post *out)
+{
+    double cpu = own_cpu_us();
+
+    out->rate =
+        obx_bench_raw_http_post(port, headers, body->data, body->len, (int)events, in_flight);
+    out->cpu_us = (own_cpu_us() - cpu) / (double)events;
+}
+
 /*
  * A declared `http:` handler (OBX_HTTP_DEFAULT_IN_FLIGHT requests in
  * flight, its default) POSTing to a local endpoint that answers 204, on one
  * replica and on HTTP_REPLICAS (each its own handler, as each daemon has),
  * each against the same endpoint sent the same number of POSTs in flight
- * through libcurl with no pgoutbox (raw_http_post), just before.
+ * through libcurl with no pgoutbox (raw_http_post), just before and just
+ * after: the baseline is their mean, as the relay's raw publish is, since
+ * one half-second sample of it varies by half from run to run here.
  */
 enum { HTTP_REPLICAS = 2 };
 
@@ -391,7 +410,7 @@ http_case(const struct obx_bench_env *env, PGconn *conn)
     struct obx_bench_handler http = {.ops = &obx_http_kind,
                                      .in_flight = OBX_HTTP_DEFAULT_IN_FLIGHT};
     outbox_error err;
-    double raw, rate;
+    double rate;
     char url[64];
     int port = 0;
     struct curl_slist *raw_headers = NULL;
@@ -420,21 +439,19 @@ http_case(const struct obx_bench_env *env, PGconn *conn)
     for (int replicas = 1; replicas <= HTTP_REPLICAS; replicas++) {
         /* the baseline keeps as many POSTs in flight as the replicas together */
         int in_flight = replicas * (int)http.in_flight;
+        struct raw_post before, after;
 
-        double cpu = own_cpu_us();
-
-        raw = obx_bench_raw_http_post(port, raw_headers, raw_body.data, raw_body.len, (int)c.events,
-                                      in_flight);
-        /* the POSTs' and the endpoint's CPU, beside the consumers' figure below */
-        cpu = (own_cpu_us() - cpu) / (double)c.events;
-        obx_bench_emit(json_pack("{s:s, s:s, s:f, s:I, s:i, s:f}", "bench", "consume", "case",
-                                 "raw_http_post", "events_per_s", raw, "events",
-                                 (json_int_t)c.events, "in_flight", in_flight,
-                                 "process_cpu_us_per_event", cpu));
+        raw_post(port, raw_headers, &raw_body, c.events, in_flight, &before);
         c.replicas = replicas;
         publish_all(env, conn, &c);
         rate = run_consumers(env, &c);
-        emit(&c, "consume_http", rate, raw, -1);
+        raw_post(port, raw_headers, &raw_body, c.events, in_flight, &after);
+        obx_bench_emit(json_pack("{s:s, s:s, s:f, s:f, s:f, s:I, s:i, s:f}", "bench", "consume",
+                                 "case", "raw_http_post", "events_per_s",
+                                 (before.rate + after.rate) / 2, "before", before.rate, "after",
+                                 after.rate, "events", (json_int_t)c.events, "in_flight", in_flight,
+                                 "process_cpu_us_per_event", (before.cpu_us + after.cpu_us) / 2));
+        emit(&c, "consume_http", rate, (before.rate + after.rate) / 2, -1);
         obx_bench_stream_delete(env->nats_url, c.stream);
     }
     for (int i = 0; i < HTTP_REPLICAS; i++) {
