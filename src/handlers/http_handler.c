@@ -155,6 +155,16 @@ obx_http_handler_new(const struct obx_http_handler_config *cfg, struct obx_http_
     h->backoff_cap_ms = cfg->backoff_cap_ms;
     h->jitter = (unsigned int)obx_monotonic_ms() ^ (unsigned int)(uintptr_t)h;
     h->multi = curl_multi_init();
+    if (h->multi != NULL) {
+        /*
+         * One open connection per request in flight, kept between batches.
+         * libcurl's default keeps four per request still going, so as a
+         * batch's last requests ended it closed the others, and the next
+         * batch connected again (over https: a handshake each).
+         */
+        curl_multi_setopt(h->multi, CURLMOPT_MAXCONNECTS,
+                          (long)(cfg->in_flight > 0 ? cfg->in_flight : OBX_HTTP_DEFAULT_IN_FLIGHT));
+    }
     if (h->url == NULL || h->ce_source == NULL || (cfg->ca_file && h->ca_file == NULL) ||
         h->multi == NULL) {
         st = obx_fail(err, OUTBOX_ENOMEM, "out of memory");

@@ -37,6 +37,7 @@ struct obx_http_handler_config {
     const char *ce_source; /* the CloudEvents source (OUTBOX_CE_SOURCE) */
     int backoff_base_ms;   /* an outage's pause: the consumer's backoff */
     int backoff_cap_ms;
+    int in_flight; /* requests at once, so connections kept open; 0: the default */
 };
 
 struct obx_http_handler;

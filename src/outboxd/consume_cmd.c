@@ -192,7 +192,8 @@ add_http(struct consume *w, int i, const struct obx_config *cfg, outbox_error *e
                                          .structured = s->structured,
                                          .ce_source = cfg->ce_source,
                                          .backoff_base_ms = (int)cfg->backoff_base_ms,
-                                         .backoff_cap_ms = (int)cfg->backoff_cap_ms};
+                                         .backoff_cap_ms = (int)cfg->backoff_cap_ms,
+                                         .in_flight = s->in_flight};
     outbox_status st = obx_http_handler_new(&hc, &w->https[i], err);
 
     if (st == OUTBOX_OK) {

@@ -35,6 +35,7 @@ struct http_endpoint {
     char retry_after[64];
     int started; /* requests begun, for the script */
     int in_flight, max_in_flight;
+    int connections; /* TCP connections accepted, ever */
     struct seen seen[MAX_REQUESTS];
     size_t count;
     char *cert, *key;
@@ -155,6 +156,21 @@ done(void *cls, struct MHD_Connection *c, void **state, enum MHD_RequestTerminat
     }
 }
 
+static void
+connected(void *cls, struct MHD_Connection *c, void **socket_context,
+          enum MHD_ConnectionNotificationCode code)
+{
+    struct http_endpoint *ep = cls;
+
+    (void)c;
+    (void)socket_context;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        pthread_mutex_lock(&ep->lock);
+        ep->connections++;
+        pthread_mutex_unlock(&ep->lock);
+    }
+}
+
 struct http_endpoint *
 http_endpoint_start(int port, const char *cert_file, const char *key_file)
 {
@@ -174,13 +190,14 @@ http_endpoint_start(int port, const char *cert_file, const char *key_file)
     for (int tries = 0; tries < (port > 0 ? 1 : 20) && ep->daemon == NULL; tries++) {
         ep->port = port > 0 ? port : obx_dev_free_port();
         if (flags & MHD_USE_TLS) {
-            ep->daemon =
-                MHD_start_daemon(flags, (uint16_t)ep->port, NULL, NULL, answer, ep,
-                                 MHD_OPTION_HTTPS_MEM_CERT, ep->cert, MHD_OPTION_HTTPS_MEM_KEY,
-                                 ep->key, MHD_OPTION_NOTIFY_COMPLETED, done, ep, MHD_OPTION_END);
+            ep->daemon = MHD_start_daemon(
+                flags, (uint16_t)ep->port, NULL, NULL, answer, ep, MHD_OPTION_HTTPS_MEM_CERT,
+                ep->cert, MHD_OPTION_HTTPS_MEM_KEY, ep->key, MHD_OPTION_NOTIFY_COMPLETED, done, ep,
+                MHD_OPTION_NOTIFY_CONNECTION, connected, ep, MHD_OPTION_END);
         } else {
-            ep->daemon = MHD_start_daemon(flags, (uint16_t)ep->port, NULL, NULL, answer, ep,
-                                          MHD_OPTION_NOTIFY_COMPLETED, done, ep, MHD_OPTION_END);
+            ep->daemon = MHD_start_daemon(
+                flags, (uint16_t)ep->port, NULL, NULL, answer, ep, MHD_OPTION_NOTIFY_COMPLETED,
+                done, ep, MHD_OPTION_NOTIFY_CONNECTION, connected, ep, MHD_OPTION_END);
         }
     }
     if (ep->daemon == NULL) {
@@ -248,6 +265,17 @@ http_endpoint_max_in_flight(struct http_endpoint *ep)
 
     pthread_mutex_lock(&ep->lock);
     n = ep->max_in_flight;
+    pthread_mutex_unlock(&ep->lock);
+    return n;
+}
+
+int
+http_endpoint_connections(struct http_endpoint *ep)
+{
+    int n;
+
+    pthread_mutex_lock(&ep->lock);
+    n = ep->connections;
     pthread_mutex_unlock(&ep->lock);
     return n;
 }

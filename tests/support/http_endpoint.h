@@ -32,6 +32,9 @@ void http_endpoint_script(struct http_endpoint *ep, int first_n, int first_statu
 size_t http_endpoint_count(struct http_endpoint *ep);
 int http_endpoint_max_in_flight(struct http_endpoint *ep);
 
+/* TCP connections the endpoint accepted so far. */
+int http_endpoint_connections(struct http_endpoint *ep);
+
 /* Request i's header `name` (case-insensitive) or NULL, and its body; malloc'd copies. */
 char *http_endpoint_header(struct http_endpoint *ep, size_t i, const char *name);
 char *http_endpoint_body(struct http_endpoint *ep, size_t i);

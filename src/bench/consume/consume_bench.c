@@ -420,14 +420,15 @@ http_case(const struct obx_bench_env *env, PGconn *conn)
     sink = obx_bench_sink_start(&port);
     snprintf(url, sizeof(url), "http://127.0.0.1:%d/events", port);
     for (int i = 0; i < HTTP_REPLICAS; i++) {
-        if (sink == NULL ||
-            obx_http_handler_new(&(struct obx_http_handler_config){.name = "bench_ext",
-                                                                   .url = url,
-                                                                   .timeout_ms = 30000,
-                                                                   .ce_source = "pgoutbox",
-                                                                   .backoff_base_ms = 200,
-                                                                   .backoff_cap_ms = 2000},
-                                 &hh[i], &err) != OUTBOX_OK) {
+        if (sink == NULL || obx_http_handler_new(
+                                &(struct obx_http_handler_config){.name = "bench_ext",
+                                                                  .url = url,
+                                                                  .timeout_ms = 30000,
+                                                                  .ce_source = "pgoutbox",
+                                                                  .backoff_base_ms = 200,
+                                                                  .backoff_cap_ms = 2000,
+                                                                  .in_flight = (int)http.in_flight},
+                                &hh[i], &err) != OUTBOX_OK) {
             fprintf(stderr, "outbox-bench: the http case cannot start: %s\n",
                     sink == NULL ? "no local endpoint" : err.message);
             exit(1);

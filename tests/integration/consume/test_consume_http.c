@@ -355,6 +355,37 @@ Test(consume_http, requests_go_concurrently_up_to_the_in_flight_limit)
     cr_assert_eq(http_endpoint_count(ep), EVENTS, "an event was POSTed twice");
 }
 
+/*
+ * Batches one after another reuse the connections the first one opened:
+ * one per request in flight, whatever the gaps between batches (over
+ * https, each new connection is a handshake).
+ */
+Test(consume_http, batches_one_after_another_reuse_the_connections_of_the_first)
+{
+    enum { WAVES = 6, PER_WAVE = 6 };
+    char spec[200];
+    const char *const handlers[] = {spec, NULL};
+    struct run r;
+    int opened;
+
+    ep = http_endpoint_start(0, NULL, NULL);
+    cr_assert_not_null(ep);
+    http_endpoint_script(ep, 0, 0, NULL, 0, 204, 50);
+    hook_spec(spec, sizeof(spec), "[in_flight=6]", http_endpoint_port(ep));
+    run_start(&r, "httpkeep", handlers, "5");
+    for (int wave = 1; wave <= WAVES; wave++) {
+        relay_test_enqueue(conn, PER_WAVE);
+        HARNESS_WAIT_UNTIL(done_count() == wave * PER_WAVE, 30000);
+    }
+    run_stop(&r);
+
+    opened = http_endpoint_connections(ep);
+    cr_log_info("%d waves of %d requests, in_flight=6: %d connections opened", WAVES, PER_WAVE,
+                opened);
+    cr_assert_eq(http_endpoint_count(ep), WAVES * PER_WAVE, "an event was POSTed twice");
+    cr_assert_leq(opened, 6, "%d connections for in_flight=6: batches did not reuse them", opened);
+}
+
 Test(consume_http, a_bad_spec_is_refused_at_start_naming_the_option)
 {
     const char *bad[][2] = {
