@@ -258,26 +258,28 @@ http_endpoint_count(struct http_endpoint *ep)
     return n;
 }
 
-int
-http_endpoint_max_in_flight(struct http_endpoint *ep)
+/* One of the endpoint's counters, read under its lock. */
+static int
+counter(struct http_endpoint *ep, const int *field)
 {
     int n;
 
     pthread_mutex_lock(&ep->lock);
-    n = ep->max_in_flight;
+    n = *field;
     pthread_mutex_unlock(&ep->lock);
     return n;
 }
 
 int
+http_endpoint_max_in_flight(struct http_endpoint *ep)
+{
+    return counter(ep, &ep->max_in_flight);
+}
+
+int
 http_endpoint_connections(struct http_endpoint *ep)
 {
-    int n;
-
-    pthread_mutex_lock(&ep->lock);
-    n = ep->connections;
-    pthread_mutex_unlock(&ep->lock);
-    return n;
+    return counter(ep, &ep->connections);
 }
 
 char *

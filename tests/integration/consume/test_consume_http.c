@@ -89,6 +89,15 @@ hook_spec(char *out, size_t cap, const char *options, int port)
     snprintf(out, cap, "hook=http%s:http://127.0.0.1:%d/events", options, port);
 }
 
+/* The endpoint (answering 204 until scripted otherwise) and handler "hook"'s spec for it. */
+static void
+start_endpoint(char *spec, size_t cap, const char *options)
+{
+    ep = http_endpoint_start(0, NULL, NULL);
+    cr_assert_not_null(ep);
+    hook_spec(spec, cap, options, http_endpoint_port(ep));
+}
+
 /* The one committed event's id. */
 static void
 only_event_id(char id[40])
@@ -116,9 +125,7 @@ Test(consume_http, an_event_is_posted_as_a_binary_mode_cloudevent_and_a_2xx_mark
     const char *const handlers[] = {spec, NULL};
     struct run r;
 
-    ep = http_endpoint_start(0, NULL, NULL);
-    cr_assert_not_null(ep);
-    hook_spec(spec, sizeof(spec), "", http_endpoint_port(ep));
+    start_endpoint(spec, sizeof(spec), "");
     relay_test_enqueue(conn, 1);
     only_event_id(id);
     run_start(&r, "httpbin", handlers, "5");
@@ -153,9 +160,7 @@ Test(consume_http, structured_mode_posts_one_cloudevents_json_object)
     const char *const handlers[] = {spec, NULL};
     struct run r;
 
-    ep = http_endpoint_start(0, NULL, NULL);
-    cr_assert_not_null(ep);
-    hook_spec(spec, sizeof(spec), "[mode=structured]", http_endpoint_port(ep));
+    start_endpoint(spec, sizeof(spec), "[mode=structured]");
     relay_test_enqueue(conn, 1);
     only_event_id(id);
     run_start(&r, "httpstr", handlers, "5");
@@ -184,10 +189,8 @@ busy_then_done(int status, const char *tag)
     struct run r;
     long long gap;
 
-    ep = http_endpoint_start(0, NULL, NULL);
-    cr_assert_not_null(ep);
+    start_endpoint(spec, sizeof(spec), "");
     http_endpoint_script(ep, 1, status, "2", 0, 204, 0);
-    hook_spec(spec, sizeof(spec), "", http_endpoint_port(ep));
     relay_test_enqueue(conn, 1);
     run_start(&r, tag, handlers, "1"); /* a spent attempt would dead-letter it */
     HARNESS_WAIT_UNTIL(done_count() == 1, 20000);
@@ -217,10 +220,8 @@ Test(consume_http, a_410_dead_letters_the_event_at_once)
     const char *const handlers[] = {spec, NULL};
     struct run r;
 
-    ep = http_endpoint_start(0, NULL, NULL);
-    cr_assert_not_null(ep);
+    start_endpoint(spec, sizeof(spec), "");
     http_endpoint_script(ep, 0, 0, NULL, 0, 410, 0);
-    hook_spec(spec, sizeof(spec), "", http_endpoint_port(ep));
     relay_test_enqueue(conn, 1);
     run_start(&r, "http410", handlers, "10");
     HARNESS_WAIT_UNTIL(
@@ -238,10 +239,8 @@ Test(consume_http, a_500_spends_an_attempt_each_time_until_dead_letters)
     const char *const handlers[] = {spec, NULL};
     struct run r;
 
-    ep = http_endpoint_start(0, NULL, NULL);
-    cr_assert_not_null(ep);
+    start_endpoint(spec, sizeof(spec), "");
     http_endpoint_script(ep, 0, 0, NULL, 0, 500, 0);
-    hook_spec(spec, sizeof(spec), "", http_endpoint_port(ep));
     relay_test_enqueue(conn, 1);
     run_start(&r, "http500", handlers, "3");
     HARNESS_WAIT_UNTIL(
@@ -259,10 +258,8 @@ Test(consume_http, a_timeout_spends_an_attempt_and_the_event_is_tried_again)
     const char *const handlers[] = {spec, NULL};
     struct run r;
 
-    ep = http_endpoint_start(0, NULL, NULL);
-    cr_assert_not_null(ep);
+    start_endpoint(spec, sizeof(spec), "[timeout=1]");
     http_endpoint_script(ep, 1, 204, NULL, 3000, 204, 0); /* the first answer comes too late */
-    hook_spec(spec, sizeof(spec), "[timeout=1]", http_endpoint_port(ep));
     relay_test_enqueue(conn, 1);
     run_start(&r, "httptmo", handlers, "5");
     HARNESS_WAIT_UNTIL(done_count() == 1, 30000);
@@ -339,10 +336,8 @@ Test(consume_http, requests_go_concurrently_up_to_the_in_flight_limit)
     struct run r;
     int most;
 
-    ep = http_endpoint_start(0, NULL, NULL);
-    cr_assert_not_null(ep);
+    start_endpoint(spec, sizeof(spec), "[in_flight=6]");
     http_endpoint_script(ep, 0, 0, NULL, 0, 204, 300);
-    hook_spec(spec, sizeof(spec), "[in_flight=6]", http_endpoint_port(ep));
     relay_test_enqueue(conn, EVENTS);
     run_start(&r, "httpcc", handlers, "5");
     HARNESS_WAIT_UNTIL(done_count() == EVENTS, 30000);
@@ -368,10 +363,8 @@ Test(consume_http, batches_one_after_another_reuse_the_connections_of_the_first)
     struct run r;
     int opened;
 
-    ep = http_endpoint_start(0, NULL, NULL);
-    cr_assert_not_null(ep);
+    start_endpoint(spec, sizeof(spec), "[in_flight=6]");
     http_endpoint_script(ep, 0, 0, NULL, 0, 204, 50);
-    hook_spec(spec, sizeof(spec), "[in_flight=6]", http_endpoint_port(ep));
     run_start(&r, "httpkeep", handlers, "5");
     for (int wave = 1; wave <= WAVES; wave++) {
         relay_test_enqueue(conn, PER_WAVE);
@@ -423,10 +416,8 @@ Test(consume_http, claims_taken_ahead_are_renewed_while_they_wait_for_their_requ
     const char *const handlers[] = {spec, NULL};
     struct run r;
 
-    ep = http_endpoint_start(0, NULL, NULL);
-    cr_assert_not_null(ep);
+    start_endpoint(spec, sizeof(spec), "[in_flight=1]");
     http_endpoint_script(ep, 0, 0, NULL, 0, 204, 1200);
-    hook_spec(spec, sizeof(spec), "[in_flight=1]", http_endpoint_port(ep));
     relay_test_enqueue(conn, EVENTS);
     consume_test_env(&r.env, "db", "httpahead", "httpahead", "httpahead");
     relay_env_set(&r.env, "OUTBOX_MAX_ATTEMPTS", "5");
@@ -458,10 +449,8 @@ Test(consume_http, a_batch_outlasting_the_feeds_hold_keeps_its_messages_from_oth
     const char *const handlers[] = {spec, NULL};
     struct run first, second;
 
-    ep = http_endpoint_start(0, NULL, NULL);
-    cr_assert_not_null(ep);
+    start_endpoint(spec, sizeof(spec), "[in_flight=1]");
     http_endpoint_script(ep, 0, 0, NULL, 0, 204, 1200);
-    hook_spec(spec, sizeof(spec), "[in_flight=1]", http_endpoint_port(ep));
     relay_test_enqueue(conn, EVENTS);
     consume_test_env(&first.env, "db", "httphold", "httphold", "httphold");
     relay_env_set(&first.env, "OUTBOX_LEASE_SECONDS", "2");
