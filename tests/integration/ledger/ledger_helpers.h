@@ -242,4 +242,16 @@ helper_finished_claims(PGconn *conn, const char *handler, int rows)
     harness_exec(conn, sql);
 }
 
+/*
+ * The same `rows`, analyzed when half of them were there: statistics a
+ * growing ledger has between two runs of autovacuum.
+ */
+static inline void
+helper_finished_claims_analyzed_at_half(PGconn *conn, const char *handler, int rows)
+{
+    helper_finished_claims(conn, handler, rows / 2);
+    harness_exec(conn, "ANALYZE outbox.processed_events");
+    helper_finished_claims(conn, handler, rows - rows / 2);
+}
+
 #endif

@@ -145,9 +145,7 @@ Test(ledger_claim_plan, a_claim_reads_its_rows_by_key_with_statistics)
 
 Test(ledger_claim_plan, a_claim_reads_its_rows_by_key_with_statistics_of_half_the_table)
 {
-    helper_finished_claims(conn, "plan", LEDGER_ROWS / 2);
-    harness_exec(conn, "ANALYZE outbox.processed_events");
-    helper_finished_claims(conn, "plan", LEDGER_ROWS / 2);
+    helper_finished_claims_analyzed_at_half(conn, "plan", LEDGER_ROWS);
     expect_reads_per_claim("statistics of half the table");
 }
 

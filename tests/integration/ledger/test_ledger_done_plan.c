@@ -171,9 +171,7 @@ Test(ledger_done_plan, a_done_mark_reads_its_claims_by_key_with_statistics)
 /* The bench's state: analyzed at half the size, then grown (autovacuum not yet by). */
 Test(ledger_done_plan, a_done_mark_reads_its_claims_by_key_with_statistics_of_half_the_table)
 {
-    helper_finished_claims(conn, "plan", LEDGER_ROWS / 2);
-    harness_exec(conn, "ANALYZE outbox.processed_events");
-    helper_finished_claims(conn, "plan", LEDGER_ROWS / 2);
+    helper_finished_claims_analyzed_at_half(conn, "plan", LEDGER_ROWS);
     expect_reads_per_claim("statistics of half the table");
 }
 
